@@ -1,0 +1,48 @@
+# tigon: `make demo` runs the training demo, `make test` builds everything and runs every test this
+# machine can run. Both install what they need (system packages, a pinned virtualenv) first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+JOBS ?= $(shell nproc)
+TIGON_CUDA ?= OFF
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+CORE_BUILD := build/core
+
+.PHONY: all deps venv test test-cpp test-python checkstyle format bench clean
+
+all: test
+
+deps:
+	@tools/install_deps.sh
+
+$(VENV)/.installed: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+# The C++ core and its tests, without Python or torch (the CUDA library compiles when nvcc exists).
+test-cpp: deps
+	cmake -S . -B $(CORE_BUILD) $(GENERATOR) -DTIGON_CUDA=$(TIGON_CUDA) -DTIGON_BUILD_TORCH=OFF \
+	  -DTIGON_BUILD_TESTS=ON
+	cmake --build $(CORE_BUILD) -j $(JOBS)
+	ctest --test-dir $(CORE_BUILD) --output-on-failure -j $(JOBS)
+
+test: test-cpp
+
+checkstyle: deps venv
+	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+	$(VENV)/bin/ruff check python tests benchmarks examples tools
+	$(VENV)/bin/ruff format --check python tests benchmarks examples tools
+
+format: venv
+	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+	$(VENV)/bin/ruff format python tests benchmarks examples tools
+
+clean:
+	rm -rf build

@@ -1,0 +1,8 @@
+// Umbrella header: the whole public C++ API of tigon.
+#pragma once
+
+#include "tigon/backends.h"
+#include "tigon/dtype.h"
+#include "tigon/error.h"
+#include "tigon/ops/rms_norm.h"
+#include "tigon/tensor.h"

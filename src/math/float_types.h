@@ -1,0 +1,131 @@
+// The 16-bit storage types and exact conversions to and from float32, shared by every backend.
+// float -> 16 bit rounds to nearest even, keeps infinities, produces subnormals, and maps NaN to a
+// quiet NaN (0x7FC0 / 0x7E00 with the input's sign for fp16, as PyTorch's CPU conversions do for
+// bf16). The 16 bit -> float direction is exact.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "math/host_device.h"
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+namespace tigon::math {
+
+struct Half {
+  std::uint16_t bits;
+};
+struct BFloat16 {
+  std::uint16_t bits;
+};
+
+TIGON_HD std::uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+TIGON_HD float bits_float(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// bfloat16 is the top half of a float32, so widening is a shift.
+TIGON_HD float bf16_bits_to_float(std::uint16_t b) { return bits_float(std::uint32_t{b} << 16); }
+
+TIGON_HD std::uint16_t float_to_bf16_bits(float f) {
+  std::uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
+  // Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate. Overflow carries
+  // into the exponent and correctly produces infinity.
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+TIGON_HD float half_bits_to_float(std::uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
+  const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1fu;
+  const std::uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0x1f) return bits_float(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
+  if (exponent == 0) {
+    // Zero or subnormal: mantissa * 2^-24, exact in float32.
+    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-08f;
+    return bits_float(sign | float_bits(magnitude));
+  }
+  return bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+#endif
+}
+
+TIGON_HD std::uint16_t float_to_half_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  std::uint32_t u = float_bits(f);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  u &= 0x7fffffffu;
+  if (u > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN
+  if (u >= 0x47800000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65536: inf
+  if (u < 0x38800000u) {
+    // Result is subnormal or zero. Adding 0.5f aligns the value so that the float adder's own
+    // round-to-nearest-even lands the half mantissa in the low bits of the sum.
+    const float magic = 0.5f;
+    const float sum = bits_float(u) + magic;
+    return static_cast<std::uint16_t>(sign | (float_bits(sum) - float_bits(magic)));
+  }
+  // Normal: rebias the exponent (127 -> 15), round to nearest even on the 13 dropped bits.
+  // A carry out of the mantissa bumps the exponent, and from 65520 upwards reaches infinity.
+  const std::uint32_t mantissa_odd = (u >> 13) & 1u;
+  u += 0xc8000fffu + mantissa_odd;  // (15 - 127) << 23 + 0xfff, modulo 2^32
+  return static_cast<std::uint16_t>(sign | (u >> 13));
+#endif
+}
+
+// Uniform accessors used by the kernels: load as float, store from float.
+TIGON_HD float to_float(float v) { return v; }
+TIGON_HD float to_float(Half v) { return half_bits_to_float(v.bits); }
+TIGON_HD float to_float(BFloat16 v) { return bf16_bits_to_float(v.bits); }
+
+template <typename T>
+TIGON_HD T from_float(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, Half>) {
+    return Half{float_to_half_bits(v)};
+  } else {
+    static_assert(std::is_same_v<T, BFloat16>, "unsupported storage type");
+    return BFloat16{float_to_bf16_bits(v)};
+  }
+}
+
+// The float32 value v takes once stored as T (round to nearest even).
+template <typename T>
+TIGON_HD float round_to(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    return to_float(from_float<T>(v));
+  }
+}
+
+// PyTorch's promotion of two floating types: equal types stay, anything else is float32.
+template <typename A, typename B>
+using Promote = std::conditional_t<std::is_same_v<A, B>, A, float>;
+
+}  // namespace tigon::math

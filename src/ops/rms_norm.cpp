@@ -1,0 +1,228 @@
+// RMSNorm: the one validation point, then dispatch to a backend.
+#include "tigon/ops/rms_norm.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/check.h"
+#include "ops/rms_norm_args.h"
+#include "tigon/backends.h"
+
+namespace tigon {
+namespace {
+
+using detail::check_arg;
+
+constexpr const char* kFwd = "rms_norm_fwd";
+constexpr const char* kBwd = "rms_norm_bwd";
+
+void check_params(const char* op, const RmsNormParams& p, bool has_weight) {
+  check_arg(std::isfinite(p.eps) && p.eps >= 0.0f, op, "eps", "a finite value >= 0",
+            std::to_string(p.eps));
+  check_arg(std::isfinite(p.offset), op, "offset", "a finite value", std::to_string(p.offset));
+  check_arg(has_weight || p.offset == 0.0f, op, "offset",
+            "0 when there is no weight (elementwise_affine=False)", std::to_string(p.offset));
+  const int mode = static_cast<int>(p.casting_mode);
+  check_arg(mode >= 0 && mode <= 2, op, "casting_mode", "kLlama, kGemma or kNone",
+            std::to_string(mode));
+}
+
+void check_dtype(const char* op, const char* arg, DType got, DType expected) {
+  check_arg(got == expected, op, arg, std::string("dtype ") + dtype_name(expected), dtype_name(got),
+            ErrorCode::kTypeError);
+}
+
+void check_floating(const char* op, const char* arg, DType got) {
+  const int v = static_cast<int>(got);
+  check_arg(v >= 0 && v <= 2, op, arg, "dtype float32, float16 or bfloat16",
+            "dtype code " + std::to_string(v), ErrorCode::kTypeError);
+}
+
+void check_same_device(const char* op, const char* arg, const TensorView& t, Device device) {
+  check_arg(t.device == device, op, arg,
+            "a tensor on " + detail::device_string(device) + " (x's device)",
+            detail::device_string(t.device));
+}
+
+void check_same_shape(const char* op, const char* arg, const TensorView& t, const TensorView& ref) {
+  bool same = t.ndim == ref.ndim;
+  for (int d = 0; same && d < t.ndim; ++d) same = t.sizes[d] == ref.sizes[d];
+  check_arg(same, op, arg, "shape " + detail::shape_string(ref) + " (x's shape)",
+            detail::shape_string(t));
+}
+
+// weight: [H], contiguous, floating, on x's device; or absent.
+void check_weight(const char* op, const TensorView& w, const TensorView& x, std::int64_t hidden) {
+  if (!w.defined()) return;
+  check_floating(op, "weight", w.dtype);
+  check_same_device(op, "weight", w, x.device);
+  check_arg(w.ndim == 1 && w.sizes[0] == hidden, op, "weight",
+            "shape [" + std::to_string(hidden) + "] (x's last dimension)", detail::shape_string(w));
+  check_arg(hidden <= 1 || w.strides[0] == 1, op, "weight", "a contiguous tensor",
+            "stride " + std::to_string(w.strides[0]));
+  check_arg(hidden == 0 || w.data != nullptr, op, "weight", "a non-null data pointer", "nullptr");
+}
+
+void check_rstd(const char* op, const TensorView& rstd, const TensorView& x, std::int64_t rows) {
+  check_same_device(op, "rstd", rstd, x.device);
+  check_dtype(op, "rstd", rstd.dtype, DType::kFloat32);
+  std::int64_t numel = 1;
+  bool contiguous = true;
+  std::int64_t expected_stride = 1;
+  for (int d = rstd.ndim - 1; d >= 0; --d) {
+    numel *= rstd.sizes[d];
+    if (rstd.sizes[d] != 1 && rstd.strides[d] != expected_stride) contiguous = false;
+    expected_stride *= rstd.sizes[d];
+  }
+  check_arg(numel == rows && contiguous, op, "rstd",
+            "a contiguous float32 tensor of " + std::to_string(rows) + " elements (one per row)",
+            detail::shape_string(rstd) + (contiguous ? "" : " (not contiguous)"));
+  check_arg(rows == 0 || rstd.data != nullptr, op, "rstd", "a non-null data pointer", "nullptr");
+}
+
+void check_backend(const char* op, const TensorView& x) {
+  check_arg(x.device.type == DeviceType::kCPU || has_cuda_backend(), op, "x",
+            "a CPU tensor (this build of tigon has no CUDA backend)",
+            "a tensor on " + detail::device_string(x.device), ErrorCode::kBackendUnavailable);
+}
+
+detail::RowLayout checked_x(const char* op, const TensorView& x) {
+  check_floating(op, "x", x.dtype);
+  const detail::RowLayout layout = detail::row_layout(op, "x", x);
+  check_arg(layout.hidden > 0, op, "x", "a last dimension (hidden size) >= 1",
+            detail::shape_string(x));
+  check_backend(op, x);
+  return layout;
+}
+
+}  // namespace
+
+const char* casting_mode_name(CastingMode mode) noexcept {
+  switch (mode) {
+    case CastingMode::kLlama: return "llama";
+    case CastingMode::kGemma: return "gemma";
+    case CastingMode::kNone: return "none";
+  }
+  return "unknown";
+}
+
+DType rms_norm_output_dtype(const RmsNormParams& params, DType x_dtype, DType weight_dtype,
+                            bool has_weight) noexcept {
+  if (!has_weight || params.casting_mode == CastingMode::kGemma) return x_dtype;
+  return promote_types(x_dtype, weight_dtype);
+}
+
+std::size_t rms_norm_fwd_workspace_size(const RmsNormParams&, const TensorView&,
+                                        const TensorView&) {
+  return 0;
+}
+
+void rms_norm_fwd(const RmsNormParams& params, const TensorView& x, const TensorView& weight,
+                  const TensorView& y, const TensorView& rstd, Workspace, Stream stream) {
+  const detail::RowLayout xl = checked_x(kFwd, x);
+  check_params(kFwd, params, weight.defined());
+  check_weight(kFwd, weight, x, xl.hidden);
+
+  const DType y_dtype = rms_norm_output_dtype(params, x.dtype, weight.dtype, weight.defined());
+  check_same_device(kFwd, "y", y, x.device);
+  check_dtype(kFwd, "y", y.dtype, y_dtype);
+  check_same_shape(kFwd, "y", y, x);
+  const detail::RowLayout yl = detail::row_layout(kFwd, "y", y);
+  check_rstd(kFwd, rstd, x, xl.rows);
+  if (xl.rows == 0) return;
+
+  detail::RmsNormFwdArgs a;
+  a.params = params;
+  a.rows = xl.rows;
+  a.hidden = xl.hidden;
+  a.x = x.data;
+  a.x_row_stride = xl.row_stride;
+  a.x_dtype = x.dtype;
+  a.weight = weight.defined() ? weight.data : nullptr;
+  a.weight_dtype = weight.defined() ? weight.dtype : x.dtype;
+  a.y = y.data;
+  a.y_row_stride = yl.row_stride;
+  a.y_dtype = y_dtype;
+  a.rstd = static_cast<float*>(rstd.data);
+  if (x.device.type == DeviceType::kCUDA) {
+    cuda::rms_norm_fwd(a, x.device.index, stream.cuda_stream);
+  } else {
+    cpu::rms_norm_fwd(a);
+  }
+}
+
+std::size_t rms_norm_bwd_workspace_size(const RmsNormParams&, const TensorView& x,
+                                        const TensorView& weight) {
+  const detail::RowLayout xl = checked_x("rms_norm_bwd_workspace_size", x);
+  if (x.device.type == DeviceType::kCUDA) {
+    return cuda::rms_norm_bwd_workspace_size(xl.rows, xl.hidden, weight.defined(), x.device.index);
+  }
+  return cpu::rms_norm_bwd_workspace_size(xl.rows, xl.hidden, weight.defined());
+}
+
+void rms_norm_bwd(const RmsNormParams& params, const TensorView& dy, const TensorView& x,
+                  const TensorView& weight, const TensorView& rstd, const TensorView& dx,
+                  const TensorView& dw, Workspace workspace, Stream stream) {
+  const detail::RowLayout xl = checked_x(kBwd, x);
+  check_params(kBwd, params, weight.defined());
+  check_weight(kBwd, weight, x, xl.hidden);
+  const bool has_weight = weight.defined();
+
+  const DType y_dtype = rms_norm_output_dtype(params, x.dtype, weight.dtype, has_weight);
+  check_same_device(kBwd, "dy", dy, x.device);
+  check_dtype(kBwd, "dy", dy.dtype, y_dtype);
+  check_same_shape(kBwd, "dy", dy, x);
+  const detail::RowLayout dyl = detail::row_layout(kBwd, "dy", dy);
+
+  check_same_device(kBwd, "dx", dx, x.device);
+  check_dtype(kBwd, "dx", dx.dtype, x.dtype);
+  check_same_shape(kBwd, "dx", dx, x);
+  const detail::RowLayout dxl = detail::row_layout(kBwd, "dx", dx);
+  if (dx.data == dy.data && xl.rows > 0) {
+    check_arg(dxl.row_stride == dyl.row_stride, kBwd, "dx",
+              "the same row stride as dy when writing dx in place into dy",
+              std::to_string(dxl.row_stride) + " vs " + std::to_string(dyl.row_stride));
+  }
+  check_rstd(kBwd, rstd, x, xl.rows);
+
+  if (has_weight) {
+    check_same_device(kBwd, "dw", dw, x.device);
+    check_dtype(kBwd, "dw", dw.dtype, weight.dtype);
+    check_arg(dw.ndim == 1 && dw.sizes[0] == xl.hidden && (xl.hidden == 1 || dw.strides[0] == 1),
+              kBwd, "dw", "a contiguous tensor of shape [" + std::to_string(xl.hidden) + "]",
+              detail::shape_string(dw));
+    check_arg(dw.data != nullptr, kBwd, "dw", "a non-null data pointer", "nullptr");
+  }
+
+  const std::size_t needed = rms_norm_bwd_workspace_size(params, x, weight);
+  check_arg(workspace.bytes >= needed && (needed == 0 || workspace.data != nullptr), kBwd,
+            "workspace",
+            "at least " + std::to_string(needed) + " bytes (rms_norm_bwd_workspace_size)",
+            std::to_string(workspace.bytes) + " bytes");
+
+  detail::RmsNormBwdArgs a;
+  a.params = params;
+  a.rows = xl.rows;
+  a.hidden = xl.hidden;
+  a.dy = dy.data;
+  a.dy_row_stride = dyl.row_stride;
+  a.dy_dtype = y_dtype;
+  a.x = x.data;
+  a.x_row_stride = xl.row_stride;
+  a.x_dtype = x.dtype;
+  a.weight = has_weight ? weight.data : nullptr;
+  a.weight_dtype = has_weight ? weight.dtype : x.dtype;
+  a.rstd = static_cast<const float*>(rstd.data);
+  a.dx = dx.data;
+  a.dx_row_stride = dxl.row_stride;
+  a.dw = has_weight ? dw.data : nullptr;
+  a.workspace = workspace.data;
+  a.workspace_bytes = workspace.bytes;
+  if (x.device.type == DeviceType::kCUDA) {
+    cuda::rms_norm_bwd(a, x.device.index, stream.cuda_stream);
+  } else {
+    cpu::rms_norm_bwd(a);
+  }
+}
+
+}  // namespace tigon
