@@ -48,12 +48,13 @@ TIGON_HD float bits_float(std::uint32_t u) {
 TIGON_HD float bf16_bits_to_float(std::uint16_t b) { return bits_float(std::uint32_t{b} << 16); }
 
 TIGON_HD std::uint16_t float_to_bf16_bits(float f) {
-  std::uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN
+  const std::uint32_t u = float_bits(f);
   // Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate. Overflow carries
-  // into the exponent and correctly produces infinity.
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
+  // into the exponent and correctly produces infinity. A select, not a branch, for NaN keeps the
+  // CPU loops vectorizable.
+  const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const bool is_nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return static_cast<std::uint16_t>(is_nan ? 0x7fc0u : rounded);
 }
 
 TIGON_HD float half_bits_to_float(std::uint16_t h) {
