@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 JOBS ?= $(shell nproc)
-TIGON_CUDA ?= OFF
+TIGON_CUDA ?= AUTO
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CORE_BUILD := build/core
 
@@ -33,7 +33,17 @@ test-cpp: deps
 	cmake --build $(CORE_BUILD) -j $(JOBS)
 	ctest --test-dir $(CORE_BUILD) --output-on-failure -j $(JOBS)
 
-test: test-cpp
+# The torch operators and the Python package: pip install into the venv (incremental build in
+# build/py), then pytest. pytest exits non-zero when it collects nothing, so this cannot pass empty.
+test-python: deps venv
+	$(PY) -m pip install -q --no-build-isolation --no-deps . -Ccmake.define.TIGON_CUDA=$(TIGON_CUDA)
+	$(PY) -m pytest tests/python -q
+
+test: test-cpp test-python
+
+bench: venv
+	$(PY) -m pip install -q --no-build-isolation --no-deps . -Ccmake.define.TIGON_CUDA=$(TIGON_CUDA)
+	$(PY) benchmarks/python/bench_rms_norm.py
 
 checkstyle: deps venv
 	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')

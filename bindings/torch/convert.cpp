@@ -1,0 +1,112 @@
+#include "convert.h"
+
+#include <c10/core/ScalarType.h>
+
+#include <sstream>
+
+namespace tigon::torch_binding {
+namespace {
+
+std::optional<DType> to_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return DType::kFloat32;
+    case at::kHalf: return DType::kFloat16;
+    case at::kBFloat16: return DType::kBFloat16;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::string argument_message(std::string_view op, std::string_view arg, std::string_view expected,
+                             std::string_view got) {
+  std::ostringstream s;
+  s << "tigon::" << op << ": argument '" << arg << "': expected " << expected << ", got " << got;
+  return s.str();
+}
+
+TensorView to_view(const at::Tensor& t, std::string_view op, std::string_view arg) {
+  TORCH_CHECK_VALUE(t.defined(), argument_message(op, arg, "a defined tensor", "an undefined one"));
+  TORCH_CHECK_VALUE(t.layout() == at::kStrided,
+                    argument_message(op, arg, "a strided (dense) tensor", c10::str(t.layout())));
+  const std::optional<DType> dtype = to_dtype(t.scalar_type());
+  TORCH_CHECK_TYPE(dtype.has_value(),
+                   argument_message(op, arg, "dtype float32, float16 or bfloat16",
+                                    "torch." + c10::getDtypeNames(t.scalar_type()).first));
+  TensorView v;
+  v.dtype = *dtype;
+  if (t.is_cuda()) {
+    v.device = Device::cuda(t.get_device());
+  } else {
+    TORCH_CHECK_VALUE(t.is_cpu(), argument_message(op, arg, "a CPU or CUDA tensor",
+                                                   "a tensor on " + t.device().str()));
+    v.device = Device::cpu();
+  }
+  TORCH_CHECK_VALUE(t.dim() <= TensorView::kMaxDims,
+                    argument_message(op, arg, "a tensor with at most 8 dimensions",
+                                     std::to_string(t.dim()) + " dimensions"));
+  v.ndim = static_cast<int>(t.dim());
+  for (int d = 0; d < v.ndim; ++d) {
+    v.sizes[d] = t.size(d);
+    v.strides[d] = t.stride(d);
+  }
+  // data_ptr() of a tensor without storage would throw; an empty tensor may have a null pointer.
+  v.data = t.numel() == 0 ? nullptr : t.data_ptr();
+  return v;
+}
+
+TensorView to_view(const std::optional<at::Tensor>& t, std::string_view op, std::string_view arg) {
+  if (!t.has_value() || !t->defined()) return TensorView{};
+  return to_view(*t, op, arg);
+}
+
+at::ScalarType to_scalar_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return at::kFloat;
+    case DType::kFloat16: return at::kHalf;
+    case DType::kBFloat16: return at::kBFloat16;
+  }
+  TORCH_CHECK(false, "tigon: unknown DType ", static_cast<int>(dtype));
+}
+
+bool has_row_layout(const at::Tensor& t) {
+  if (t.dim() < 1 || t.dim() > TensorView::kMaxDims) return true;  // the core reports it
+  const int64_t hidden = t.size(-1);
+  const int64_t rows = hidden == 0 ? 0 : t.numel() / hidden;
+  if (t.numel() == 0) return true;
+  if (hidden != 1 && t.stride(-1) != 1) return false;
+  int64_t stride = -1;
+  int64_t span = 1;
+  for (int64_t d = t.dim() - 2; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (stride < 0) {
+      stride = t.stride(d);
+      span = t.size(d);
+      continue;
+    }
+    if (t.stride(d) != stride * span) return false;
+    span *= t.size(d);
+  }
+  const int64_t row_stride = stride < 0 ? hidden : stride;
+  return rows == 1 || row_stride >= hidden;
+}
+
+at::Tensor with_row_layout(const at::Tensor& t) { return has_row_layout(t) ? t : t.contiguous(); }
+
+CastingMode parse_casting_mode(std::string_view mode, std::string_view op) {
+  if (mode == "llama") return CastingMode::kLlama;
+  if (mode == "gemma") return CastingMode::kGemma;
+  if (mode == "none") return CastingMode::kNone;
+  C10_THROW_ERROR(ValueError, argument_message(op, "casting_mode", "'llama', 'gemma' or 'none'",
+                                               "'" + std::string(mode) + "'"));
+}
+
+void rethrow_as_torch_error(const Error& error) {
+  switch (error.code()) {
+    case ErrorCode::kInvalidArgument: C10_THROW_ERROR(ValueError, error.what());
+    case ErrorCode::kTypeError: C10_THROW_ERROR(TypeError, error.what());
+    default: C10_THROW_ERROR(Error, error.what());
+  }
+}
+
+}  // namespace tigon::torch_binding

@@ -1,0 +1,186 @@
+// RMSNorm operators: schemas, the shared implementation and the CPU registration.
+#include "rms_norm.h"
+
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <string>
+#include <string_view>
+
+#include "convert.h"
+#include "tigon/ops/rms_norm.h"
+
+namespace tigon::torch_binding {
+namespace {
+
+constexpr const char* kFwd = "rms_norm_fwd";
+constexpr const char* kBwd = "rms_norm_bwd";
+constexpr const char* kBwdInplace = "rms_norm_bwd_inplace";
+
+RmsNormParams make_params(double eps, double offset, c10::string_view casting_mode,
+                          std::string_view op) {
+  RmsNormParams params;
+  params.eps = static_cast<float>(eps);
+  params.offset = static_cast<float>(offset);
+  params.casting_mode =
+      parse_casting_mode(std::string_view(casting_mode.data(), casting_mode.size()), op);
+  return params;
+}
+
+// The weight is small: a strided one is copied rather than rejected.
+std::optional<at::Tensor> contiguous_weight(const std::optional<at::Tensor>& weight) {
+  if (!weight.has_value() || !weight->defined()) return std::nullopt;
+  return weight->contiguous();
+}
+
+at::Tensor empty_bytes(std::size_t bytes, const at::Tensor& like) {
+  return at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+}
+
+Workspace to_workspace(const at::Tensor& buffer) {
+  return Workspace{buffer.numel() ? buffer.data_ptr() : nullptr,
+                   static_cast<std::size_t>(buffer.numel())};
+}
+
+// rstd as the core documents it, [R] contiguous (a flat view of x.shape[:-1]; this also keeps
+// empty shapes such as [2, 0] away from the core's stride check).
+at::Tensor flat_rstd(const at::Tensor& rstd) { return rstd.contiguous().view({-1}); }
+
+// dw: [H] in the weight's dtype, or an empty [0] tensor without a weight.
+at::Tensor empty_weight_grad(const std::optional<at::Tensor>& weight, const at::Tensor& x) {
+  return weight.has_value() ? at::empty(weight->sizes(), weight->options())
+                            : at::empty({0}, x.options());
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_fwd(const at::Tensor& x_arg,
+                                                const std::optional<at::Tensor>& weight_arg,
+                                                double eps, double offset,
+                                                c10::string_view casting_mode, bool /*in_place*/,
+                                                Stream stream) {
+  const RmsNormParams params = make_params(eps, offset, casting_mode, kFwd);
+  return translate_errors([&] {
+    const at::Tensor x = with_row_layout(x_arg);
+    const std::optional<at::Tensor> weight = contiguous_weight(weight_arg);
+    const TensorView xv = to_view(x, kFwd, "x");
+    const TensorView wv = to_view(weight, kFwd, "weight");
+    const DType y_dtype = rms_norm_output_dtype(params, xv.dtype, wv.dtype, wv.defined());
+    at::Tensor y = at::empty(x.sizes(), x.options().dtype(to_scalar_type(y_dtype)));
+    at::Tensor rstd =
+        at::empty(x.sizes().slice(0, x.dim() > 0 ? x.dim() - 1 : 0), x.options().dtype(at::kFloat));
+    const at::Tensor workspace = empty_bytes(rms_norm_fwd_workspace_size(params, xv, wv), x);
+    tigon::rms_norm_fwd(params, xv, wv, to_view(y, kFwd, "y"),
+                        to_view(flat_rstd(rstd), kFwd, "rstd"), to_workspace(workspace), stream);
+    return std::make_tuple(std::move(y), std::move(rstd));
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_bwd(const at::Tensor& dy_arg, const at::Tensor& x_arg,
+                                                const std::optional<at::Tensor>& weight_arg,
+                                                const at::Tensor& rstd_arg, double offset,
+                                                c10::string_view casting_mode, Stream stream) {
+  RmsNormParams params = make_params(0.0, offset, casting_mode, kBwd);
+  return translate_errors([&] {
+    const at::Tensor x = with_row_layout(x_arg);
+    const at::Tensor dy = with_row_layout(dy_arg);
+    const at::Tensor rstd = flat_rstd(rstd_arg);
+    const std::optional<at::Tensor> weight = contiguous_weight(weight_arg);
+    const TensorView xv = to_view(x, kBwd, "x");
+    const TensorView wv = to_view(weight, kBwd, "weight");
+    const TensorView dyv = to_view(dy, kBwd, "dy");
+    const TensorView rstdv = to_view(rstd, kBwd, "rstd");
+    at::Tensor dx = at::empty(x.sizes(), x.options());
+    at::Tensor dw = empty_weight_grad(weight, x);
+    const at::Tensor workspace = empty_bytes(rms_norm_bwd_workspace_size(params, xv, wv), x);
+    tigon::rms_norm_bwd(params, dyv, xv, wv, rstdv, to_view(dx, kBwd, "dx"),
+                        weight ? to_view(dw, kBwd, "dw") : TensorView{}, to_workspace(workspace),
+                        stream);
+    return std::make_tuple(std::move(dx), std::move(dw));
+  });
+}
+
+at::Tensor rms_norm_bwd_inplace(const at::Tensor& dy, const at::Tensor& x_arg,
+                                const std::optional<at::Tensor>& weight_arg,
+                                const at::Tensor& rstd_arg, double offset,
+                                c10::string_view casting_mode, Stream stream) {
+  RmsNormParams params = make_params(0.0, offset, casting_mode, kBwdInplace);
+  return translate_errors([&] {
+    const at::Tensor x = with_row_layout(x_arg);
+    const at::Tensor rstd = flat_rstd(rstd_arg);
+    const std::optional<at::Tensor> weight = contiguous_weight(weight_arg);
+    const TensorView xv = to_view(x, kBwdInplace, "x");
+    const TensorView wv = to_view(weight, kBwdInplace, "weight");
+    const TensorView dyv = to_view(dy, kBwdInplace, "dy");
+    // dx is written into dy: it needs x's dtype and a layout the core can address (no copy).
+    TORCH_CHECK_TYPE(dy.scalar_type() == x.scalar_type(),
+                     argument_message(kBwdInplace, "dy",
+                                      "x's dtype (dx is written into dy) " +
+                                          std::string(c10::toString(x.scalar_type())),
+                                      c10::toString(dy.scalar_type())));
+    TORCH_CHECK_VALUE(has_row_layout(dy),
+                      argument_message(kBwdInplace, "dy",
+                                       "unit stride in the last dimension and leading dimensions "
+                                       "that collapse to one row stride (dx is written into dy)",
+                                       "strides " + c10::str(dy.strides())));
+    at::Tensor dw = empty_weight_grad(weight, x);
+    const at::Tensor workspace = empty_bytes(rms_norm_bwd_workspace_size(params, xv, wv), x);
+    tigon::rms_norm_bwd(params, dyv, xv, wv, to_view(rstd, kBwdInplace, "rstd"), dyv,
+                        weight ? to_view(dw, kBwdInplace, "dw") : TensorView{},
+                        to_workspace(workspace), stream);
+    return dw;
+  });
+}
+
+}  // namespace tigon::torch_binding
+
+TORCH_LIBRARY_FRAGMENT(tigon, m) {
+  // The fake (meta) implementations and the autograd formula live in this Python module.
+  m.set_python_module("tigon.ops.rms_norm");
+  const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
+  m.def(
+      "rms_norm_fwd(Tensor x, Tensor? weight, float eps, float offset, str casting_mode, "
+      "bool in_place=False) -> (Tensor y, Tensor rstd)",
+      tags);
+  m.def(
+      "rms_norm_bwd(Tensor dy, Tensor x, Tensor? weight, Tensor rstd, float offset, "
+      "str casting_mode) -> (Tensor dx, Tensor dw)",
+      tags);
+  m.def(
+      "rms_norm_bwd_inplace(Tensor(a!) dy, Tensor x, Tensor? weight, Tensor rstd, float offset, "
+      "str casting_mode) -> Tensor dw",
+      tags);
+}
+
+namespace {
+
+using tigon::Stream;
+namespace tb = tigon::torch_binding;
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_fwd_cpu(const at::Tensor& x,
+                                                    const std::optional<at::Tensor>& weight,
+                                                    double eps, double offset,
+                                                    c10::string_view casting_mode, bool in_place) {
+  return tb::rms_norm_fwd(x, weight, eps, offset, casting_mode, in_place, Stream{});
+}
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_bwd_cpu(const at::Tensor& dy, const at::Tensor& x,
+                                                    const std::optional<at::Tensor>& weight,
+                                                    const at::Tensor& rstd, double offset,
+                                                    c10::string_view casting_mode) {
+  return tb::rms_norm_bwd(dy, x, weight, rstd, offset, casting_mode, Stream{});
+}
+
+at::Tensor rms_norm_bwd_inplace_cpu(const at::Tensor& dy, const at::Tensor& x,
+                                    const std::optional<at::Tensor>& weight, const at::Tensor& rstd,
+                                    double offset, c10::string_view casting_mode) {
+  return tb::rms_norm_bwd_inplace(dy, x, weight, rstd, offset, casting_mode, Stream{});
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(tigon, CPU, m) {
+  m.impl("rms_norm_fwd", &rms_norm_fwd_cpu);
+  m.impl("rms_norm_bwd", &rms_norm_bwd_cpu);
+  m.impl("rms_norm_bwd_inplace", &rms_norm_bwd_inplace_cpu);
+}

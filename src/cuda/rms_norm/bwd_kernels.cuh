@@ -1,0 +1,277 @@
+// RMSNorm backward kernels: dx for every row and float32 dW partials per row group (layout.cuh);
+// dw_finish.cuh then adds the partial rows in order and rounds to the weight dtype.
+// No float atomics anywhere: every sum has a fixed order, so dW and dx are bitwise reproducible.
+// dx may alias dy (in place): each element's dy is read by the thread that later writes its dx.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/reduce.cuh"
+#include "cuda/common/vector_access.cuh"
+#include "cuda/rms_norm/layout.cuh"
+#include "math/float_types.h"
+
+namespace tigon::cuda::rms_norm {
+
+// Row term of dx: sum over the pack of dy * s * (x * r), formed as the CPU backend forms it.
+template <typename Math, int P>
+__device__ __forceinline__ float grad_dot_pack(const Pack<typename MathTraits<Math>::Y, P>& dy,
+                                               const Pack<typename MathTraits<Math>::X, P>& x,
+                                               const typename MathTraits<Math>::W* weight,
+                                               float offset, float r, float sum) {
+  using T = MathTraits<Math>;
+  if constexpr (T::kAffine) {
+    const auto w = load_pack<typename T::W, P, /*kReadOnly=*/true>(weight);
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      sum += Math::grad_scaled(dy.value(i), Math::scale(w.at(i), offset)) * (x.value(i) * r);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < P; ++i) sum += Math::grad_scaled(dy.value(i), 1.0f) * (x.value(i) * r);
+  }
+  return sum;
+}
+
+// dx for one pack (stored to dx), and the pack's dW terms added to acc (affine only).
+template <typename Math, int P>
+__device__ __forceinline__ void grad_pack(const Pack<typename MathTraits<Math>::Y, P>& dy,
+                                          const Pack<typename MathTraits<Math>::X, P>& x,
+                                          const typename MathTraits<Math>::W* weight, float offset,
+                                          float r, float mean_m_xhat, float (&acc)[P],
+                                          typename MathTraits<Math>::X* dx) {
+  using T = MathTraits<Math>;
+  typename T::X out[P];
+  Pack<typename T::W, P> w;
+  if constexpr (T::kAffine) w = load_pack<typename T::W, P, /*kReadOnly=*/true>(weight);
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const float g = dy.value(i);
+    const float xf = x.value(i);
+    float s = 1.0f;
+    if constexpr (T::kAffine) {
+      s = Math::scale(w.at(i), offset);
+      acc[i] += Math::grad_weight_term(g, xf, r);
+    }
+    out[i] = math::from_float<typename T::X>(
+        Math::grad_input(Math::grad_scaled(g, s), xf * r, r, mean_m_xhat));
+  }
+  store_pack<typename T::X, P>(dx, out);
+}
+
+// Rows held in registers (x and dy: up to kBwdPacksPerThread packs each), so each is read once.
+// A block (or cluster, sm_90) takes whole dW groups; row slot k of the block handles rows
+// k, k + rows_in_block, ... of the group and accumulates their dW terms in registers. At the end
+// of a group the slots' accumulators are added in slot order (through shared memory) into the
+// group's float32 partial row. Dynamic shared memory: rows_in_block * threads_per_row *
+// kBwdPacksPerThread * P floats when rows_in_block > 1 and there is a weight, else none.
+template <typename Math, int P>
+__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
+  using T = MathTraits<Math>;
+  using X = typename T::X;
+  using W = typename T::W;
+  using Y = typename T::Y;
+  constexpr int K = kBwdPacksPerThread;
+  const RowSplit& s = p.split;
+  const int group = s.threads_per_row;
+  const int slot = static_cast<int>(threadIdx.x) / group;
+  const int lane = static_cast<int>(threadIdx.x) - slot * group;
+  const int rows_in_block = static_cast<int>(blockDim.x) / group;
+  const int slice = static_cast<int>(blockIdx.x) % s.slices;
+  const std::int64_t unit = blockIdx.x / s.slices;
+  const std::int64_t units = gridDim.x / s.slices;
+  // This thread's packs: first_pack + k * group for k < my_packs (fewer than K at a row's end).
+  const int slice_begin = slice * s.slice_packs;
+  const int first_pack = slice_begin + lane;
+  const int end_pack =
+      static_cast<int>(min(static_cast<std::int64_t>(slice + 1) * s.slice_packs, s.packs));
+  const int my_packs =
+      first_pack < end_pack ? min(K, (end_pack - first_pack + group - 1) / group) : 0;
+  const int stride = group * P;  // elements between a thread's consecutive packs
+  const W* weight = T::kAffine ? static_cast<const W*>(p.weight) + first_pack * P : nullptr;
+
+  __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
+  __shared__ float slice_sums[2];
+  extern __shared__ float slot_partials[];
+  int parity = 0;
+  for (std::int64_t g = unit; g < p.groups.groups; g += units) {
+    const std::int64_t group_begin = g * p.groups.rows_per_group;
+    const std::int64_t group_end = min(group_begin + p.groups.rows_per_group, p.rows);
+    float acc[K][P];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+#pragma unroll
+      for (int i = 0; i < P; ++i) acc[k][i] = 0.0f;
+    }
+
+    for (std::int64_t row0 = group_begin; row0 < group_end; row0 += rows_in_block) {
+      const std::int64_t row = row0 + slot;
+      const int packs = row < group_end ? my_packs : 0;
+      const Y* dy_row = static_cast<const Y*>(p.dy) + row * p.dy_row_stride + first_pack * P;
+      const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + first_pack * P;
+      Pack<Y, P> dy[K];
+      Pack<X, P> x[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (k < packs) {
+          dy[k] = load_pack<Y, P>(dy_row + k * stride);
+          x[k] = load_pack<X, P>(x_row + k * stride);
+        }
+      }
+      const float r = row < group_end ? p.rstd[row] : 0.0f;
+      float sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (k < packs)
+          sum = grad_dot_pack<Math, P>(dy[k], x[k], weight + k * stride, p.offset, r, sum);
+      }
+      sum = row_group_sum(sum, group, warp_sums[parity]);
+      if (s.slices > 1) sum = cluster_sum(sum, &slice_sums[parity], s.slices);
+      parity ^= 1;
+      if (row >= group_end) continue;
+
+      const float mean_m_xhat = sum / static_cast<float>(p.hidden);
+      X* dx_row = static_cast<X*>(p.dx) + row * p.dx_row_stride + first_pack * P;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (k < packs) {
+          grad_pack<Math, P>(dy[k], x[k], weight + k * stride, p.offset, r, mean_m_xhat, acc[k],
+                             dx_row + k * stride);
+        }
+      }
+    }
+
+    if constexpr (T::kAffine) {
+      float* partial_row = p.partials + g * p.hidden;
+      if (rows_in_block == 1) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          if (k < my_packs) store_pack<float, P>(partial_row + first_pack * P + k * stride, acc[k]);
+        }
+      } else {
+        // Element e of a slot's buffer is slice element e: local pack (k * group + lane), lane i.
+        const int slot_floats = group * K * P;
+        float* mine = slot_partials + slot * slot_floats;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+#pragma unroll
+          for (int i = 0; i < P; ++i) mine[(k * group + lane) * P + i] = acc[k][i];
+        }
+        __syncthreads();
+        const int valid_floats = (end_pack - slice_begin) * P;
+        for (int e = static_cast<int>(threadIdx.x); e < valid_floats;
+             e += static_cast<int>(blockDim.x)) {
+          float total = slot_partials[e];
+          for (int q = 1; q < rows_in_block; ++q) total += slot_partials[q * slot_floats + e];
+          partial_row[static_cast<std::int64_t>(slice_begin) * P + e] = total;
+        }
+        __syncthreads();  // the buffer is rewritten at the end of the next group
+      }
+    }
+  }
+  if (s.slices > 1) cluster_barrier();
+}
+
+// Rows too long for registers: per dW group, chunks of kChunkRows rows. Phase A reduces each row of
+// the chunk (dy, x read once); phase B walks the columns, each thread going down its column
+// through the chunk's rows (dy, x read again), writing dx and accumulating dW in registers; the
+// group's partial row carries the sum from one chunk to the next. Slower (dy and x are read twice)
+// but correct for any length, with no shared-memory or register limit.
+inline constexpr int kChunkRows = 32;
+
+template <typename Math, int P>
+__global__ void __launch_bounds__(kTwoPassThreads, 1)
+    rms_norm_bwd_two_pass_kernel(const BwdParams p) {
+  using T = MathTraits<Math>;
+  using X = typename T::X;
+  using W = typename T::W;
+  using Y = typename T::Y;
+  constexpr int kUnroll = 4;     // packs of a row in flight per thread (phase A)
+  constexpr int kRowUnroll = 2;  // rows in flight per thread (phase B)
+  const std::int64_t packs = p.split.packs;
+  const std::int64_t step = static_cast<std::int64_t>(blockDim.x);
+  const W* weight = static_cast<const W*>(p.weight);
+
+  __shared__ float warp_sums[2][kTwoPassThreads / kWarpSize];
+  __shared__ float chunk_means[kChunkRows];
+  int parity = 0;
+  for (std::int64_t g = blockIdx.x; g < p.groups.groups; g += gridDim.x) {
+    const std::int64_t group_begin = g * p.groups.rows_per_group;
+    const std::int64_t group_end = min(group_begin + p.groups.rows_per_group, p.rows);
+    float* partial_row = T::kAffine ? p.partials + g * p.hidden : nullptr;
+    for (std::int64_t chunk = group_begin; chunk < group_end; chunk += kChunkRows) {
+      const int chunk_rows =
+          static_cast<int>(min(static_cast<std::int64_t>(kChunkRows), group_end - chunk));
+
+      // Phase A: mean of dy * s * xhat for each row of the chunk.
+      for (int c = 0; c < chunk_rows; ++c) {
+        const std::int64_t row = chunk + c;
+        const Y* dy_row = static_cast<const Y*>(p.dy) + row * p.dy_row_stride;
+        const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride;
+        const float r = p.rstd[row];
+        float sum = 0.0f;
+        for (std::int64_t base = threadIdx.x; base < packs; base += kUnroll * step) {
+          Pack<Y, P> dy[kUnroll];
+          Pack<X, P> x[kUnroll];
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const std::int64_t pack = base + u * step;
+            if (pack < packs) {
+              dy[u] = load_pack<Y, P>(dy_row + pack * P);
+              x[u] = load_pack<X, P>(x_row + pack * P);
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const std::int64_t pack = base + u * step;
+            if (pack < packs)
+              sum = grad_dot_pack<Math, P>(dy[u], x[u], weight + pack * P, p.offset, r, sum);
+          }
+        }
+        sum = row_group_sum(sum, static_cast<int>(blockDim.x), warp_sums[parity]);
+        parity ^= 1;
+        if (threadIdx.x == 0) chunk_means[c] = sum / static_cast<float>(p.hidden);
+      }
+      __syncthreads();
+
+      // Phase B: dx and dW, column by column, rows of the chunk in order.
+      for (std::int64_t pack = threadIdx.x; pack < packs; pack += step) {
+        float acc[P];
+#pragma unroll
+        for (int i = 0; i < P; ++i) acc[i] = 0.0f;
+        if (T::kAffine && chunk != group_begin) {
+          const auto carried =
+              load_pack<float, P>(partial_row + pack * P);  // this thread's own write
+#pragma unroll
+          for (int i = 0; i < P; ++i) acc[i] = carried.value(i);
+        }
+        for (int c0 = 0; c0 < chunk_rows; c0 += kRowUnroll) {
+          Pack<Y, P> dy[kRowUnroll];
+          Pack<X, P> x[kRowUnroll];
+#pragma unroll
+          for (int u = 0; u < kRowUnroll; ++u) {
+            const std::int64_t row = chunk + c0 + u;
+            if (c0 + u < chunk_rows) {
+              dy[u] =
+                  load_pack<Y, P>(static_cast<const Y*>(p.dy) + row * p.dy_row_stride + pack * P);
+              x[u] = load_pack<X, P>(static_cast<const X*>(p.x) + row * p.x_row_stride + pack * P);
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < kRowUnroll; ++u) {
+            const std::int64_t row = chunk + c0 + u;
+            if (c0 + u < chunk_rows) {
+              grad_pack<Math, P>(dy[u], x[u], weight + pack * P, p.offset, p.rstd[row],
+                                 chunk_means[c0 + u], acc,
+                                 static_cast<X*>(p.dx) + row * p.dx_row_stride + pack * P);
+            }
+          }
+        }
+        if constexpr (T::kAffine) store_pack<float, P>(partial_row + pack * P, acc);
+      }
+      __syncthreads();  // chunk_means is rewritten by the next chunk
+    }
+  }
+}
+
+}  // namespace tigon::cuda::rms_norm

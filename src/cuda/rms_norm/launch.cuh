@@ -1,0 +1,164 @@
+// Host side of the RMSNorm kernels for one casting mode: picks the vector width (16-byte packs when
+// every pointer and row stride allows, else scalar), the row split, and launches. Included by one
+// .cu per casting mode (rms_norm_<mode>.cu), so the kernels compile in parallel and each kernel is
+// instantiated in exactly one translation unit.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+
+#include "core/dispatch.h"
+#include "cuda/common/launch.cuh"
+#include "cuda/common/vector_access.cuh"
+#include "cuda/rms_norm/bwd_kernels.cuh"
+#include "cuda/rms_norm/fwd_kernels.cuh"
+#include "cuda/rms_norm/layout.cuh"
+#include "cuda/rms_norm/modes.h"
+#include "math/rms_norm.h"
+#include "ops/rms_norm_args.h"
+
+namespace tigon::cuda::rms_norm {
+
+inline bool aligned(const void* p, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+// Hidden size and every row stride a multiple of P, so each row starts on a pack boundary. With a
+// single row the stride is never used.
+inline bool strides_fit(std::int64_t rows, std::int64_t hidden, int p,
+                        std::initializer_list<std::int64_t> strides) {
+  if (hidden % p != 0) return false;
+  if (rows == 1) return true;
+  return std::all_of(strides.begin(), strides.end(), [p](std::int64_t s) { return s % p == 0; });
+}
+
+template <typename Math, int P>
+bool fwd_vectorizable(const detail::RmsNormFwdArgs& a) {
+  using T = MathTraits<Math>;
+  return strides_fit(a.rows, a.hidden, P, {a.x_row_stride, a.y_row_stride}) &&
+         aligned(a.x, kPackAlignment<typename T::X, P>) &&
+         aligned(a.y, kPackAlignment<typename T::Y, P>) &&
+         (!T::kAffine || aligned(a.weight, kPackAlignment<typename T::W, P>));
+}
+
+template <typename Math, int P>
+bool bwd_vectorizable(const detail::RmsNormBwdArgs& a) {
+  using T = MathTraits<Math>;
+  return strides_fit(a.rows, a.hidden, P, {a.dy_row_stride, a.x_row_stride, a.dx_row_stride}) &&
+         aligned(a.dy, kPackAlignment<typename T::Y, P>) &&
+         aligned(a.x, kPackAlignment<typename T::X, P>) &&
+         aligned(a.dx, kPackAlignment<typename T::X, P>) &&
+         (!T::kAffine || (aligned(a.weight, kPackAlignment<typename T::W, P>) &&
+                          aligned(a.workspace, kPackAlignment<float, P>)));
+}
+
+template <typename Math, int P>
+void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, cudaStream_t stream) {
+  FwdParams p;
+  p.x = a.x;
+  p.x_row_stride = a.x_row_stride;
+  p.weight = a.weight;
+  p.y = a.y;
+  p.y_row_stride = a.y_row_stride;
+  p.rstd = a.rstd;
+  p.rows = a.rows;
+  p.hidden = a.hidden;
+  p.eps = a.params.eps;
+  p.offset = a.params.offset;
+  p.split = split_row(a.hidden / P, kFwdPacksPerThread, clusters);
+  if (p.split.two_pass) {
+    launch_kernel(rms_norm_fwd_two_pass_kernel<Math, P>, std::min(a.rows, kMaxGridBlocks),
+                  dim3(kTwoPassThreads), 0, 1, stream, p);
+    return;
+  }
+  // One CTA (or cluster) per block of rows; kernels loop if the grid had to be capped.
+  const std::int64_t units = ceil_div(a.rows, rows_per_block(p.split));
+  const std::int64_t grid = std::min(units, kMaxGridBlocks / p.split.slices) * p.split.slices;
+  launch_kernel(rms_norm_fwd_kernel<Math, P>, grid, dim3(p.split.block_threads), 0, p.split.slices,
+                stream, p);
+}
+
+// dx and the dW partial rows; the caller then launches the finishing kernel (dw_finish.cuh).
+template <typename Math, int P>
+void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, cudaStream_t stream) {
+  using T = MathTraits<Math>;
+  BwdParams p;
+  p.dy = a.dy;
+  p.dy_row_stride = a.dy_row_stride;
+  p.x = a.x;
+  p.x_row_stride = a.x_row_stride;
+  p.weight = a.weight;
+  p.rstd = a.rstd;
+  p.dx = a.dx;
+  p.dx_row_stride = a.dx_row_stride;
+  p.partials = T::kAffine ? static_cast<float*>(a.workspace) : nullptr;
+  p.rows = a.rows;
+  p.hidden = a.hidden;
+  p.offset = a.params.offset;
+  p.groups = dw_groups(a.rows, a.hidden);
+  p.split = split_row(a.hidden / P, kBwdPacksPerThread, clusters);
+  // One CTA (or cluster) per dW group: which rows a group sums never depends on the grid.
+  if (p.split.two_pass) {
+    launch_kernel(rms_norm_bwd_two_pass_kernel<Math, P>, p.groups.groups, dim3(kTwoPassThreads), 0,
+                  1, stream, p);
+    return;
+  }
+  const int rows_in_block = rows_per_block(p.split);
+  const std::size_t slot_bytes =
+      T::kAffine && rows_in_block > 1
+          ? sizeof(float) * p.split.block_threads * kBwdPacksPerThread * P
+          : 0;
+  launch_kernel(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
+                dim3(p.split.block_threads), slot_bytes, p.split.slices, stream, p);
+}
+
+// Calls f.template operator()<Math>() for the arguments' dtypes in casting mode kMode. Without a
+// weight only W = X is instantiated (the validation layer sets weight_dtype = x_dtype then).
+template <CastingMode kMode, typename Args, typename F>
+void dispatch_dtypes(const Args& a, F&& f) {
+  detail::dispatch_dtype(a.x_dtype, [&](auto x_tag) {
+    using X = typename decltype(x_tag)::type;
+    if (a.weight == nullptr) {
+      f.template operator()<math::RmsNorm<kMode, X, X, false>>();
+      return;
+    }
+    detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
+      using W = typename decltype(w_tag)::type;
+      f.template operator()<math::RmsNorm<kMode, X, W, true>>();
+    });
+  });
+}
+
+// 16 bytes of x per pack on the vector path.
+template <typename Math>
+inline constexpr int kVectorPack = static_cast<int>(16 / sizeof(typename MathTraits<Math>::X));
+
+template <CastingMode kMode>
+void fwd_for_mode(const detail::RmsNormFwdArgs& a, bool clusters, cudaStream_t stream) {
+  dispatch_dtypes<kMode>(a, [&]<typename Math>() {
+    constexpr int kVec = kVectorPack<Math>;
+    if (fwd_vectorizable<Math, kVec>(a)) {
+      launch_fwd<Math, kVec>(a, clusters, stream);
+    } else {
+      launch_fwd<Math, 1>(a, clusters, stream);
+    }
+  });
+}
+
+template <CastingMode kMode>
+void bwd_for_mode(const detail::RmsNormBwdArgs& a, bool clusters, cudaStream_t stream) {
+  dispatch_dtypes<kMode>(a, [&]<typename Math>() {
+    constexpr int kVec = kVectorPack<Math>;
+    if (bwd_vectorizable<Math, kVec>(a)) {
+      launch_bwd<Math, kVec>(a, clusters, stream);
+    } else {
+      launch_bwd<Math, 1>(a, clusters, stream);
+    }
+  });
+}
+
+}  // namespace tigon::cuda::rms_norm

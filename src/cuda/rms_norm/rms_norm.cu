@@ -1,0 +1,90 @@
+// RMSNorm CUDA backend entry points: make the op's device current, pick the casting mode's kernels
+// (rms_norm_<mode>.cu), finish dW, all on the caller's stream. Never allocates and never
+// synchronizes, so the calls can be captured in a CUDA graph.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dispatch.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/launch.cuh"
+#include "cuda/rms_norm/dw_finish.cuh"
+#include "cuda/rms_norm/layout.cuh"
+#include "cuda/rms_norm/modes.h"
+#include "ops/rms_norm_args.h"
+
+namespace tigon::cuda {
+namespace {
+
+using namespace tigon::cuda::rms_norm;
+
+// Compiled with the same architectures as the kernels: its code version tells whether they can
+// run as thread-block clusters on the current device.
+__global__ void cluster_probe_kernel() {}
+
+constexpr int kMaxDevices = 64;
+
+// Clusters need an sm_90+ device running code built for sm_90+; asked once per device.
+bool clusters_available(int device) {
+  const DeviceInfo info = device_info(device);
+  if (info.cc_major < 9) return false;
+  const void* probe = reinterpret_cast<const void*>(&cluster_probe_kernel);
+  if (device < 0 || device >= kMaxDevices) return kernel_runs_sm90_code(probe);
+  static std::atomic<int> cached[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
+  int state = cached[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    state = kernel_runs_sm90_code(probe) ? 2 : 1;
+    cached[device].store(state, std::memory_order_relaxed);
+  }
+  return state == 2;
+}
+
+void finish_dw(const detail::RmsNormBwdArgs& a, cudaStream_t stream) {
+  const DwGroups groups = dw_groups(a.rows, a.hidden);
+  const std::int64_t tiles = std::min(ceil_div(a.hidden, kFinishColumns), kMaxGridBlocks);
+  detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
+    using W = typename decltype(w_tag)::type;
+    launch_kernel(rms_norm_dw_finish_kernel<W>, tiles, dim3(kFinishColumns, kFinishRows), 0, 1,
+                  stream, static_cast<const float*>(a.workspace), groups.groups, a.hidden,
+                  static_cast<W*>(a.dw));
+  });
+}
+
+}  // namespace
+
+std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, bool has_weight,
+                                        int /*device*/) {
+  if (!has_weight) return 0;
+  return static_cast<std::size_t>(dw_groups(rows, hidden).groups) *
+         static_cast<std::size_t>(hidden) * sizeof(float);
+}
+
+void rms_norm_fwd(const detail::RmsNormFwdArgs& a, int device, void* stream) {
+  if (a.rows == 0) return;
+  const DeviceGuard guard(device);
+  const bool clusters = clusters_available(device);
+  const auto s = static_cast<cudaStream_t>(stream);
+  detail::dispatch_casting_mode(a.params.casting_mode, [&](auto mode) {
+    fwd_for_mode<decltype(mode)::value>(a, clusters, s);
+  });
+}
+
+void rms_norm_bwd(const detail::RmsNormBwdArgs& a, int device, void* stream) {
+  const DeviceGuard guard(device);
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (a.rows == 0) {  // no rows: dW is a sum of nothing
+    if (a.dw != nullptr) {
+      TIGON_CUDA_CHECK(cudaMemsetAsync(a.dw, 0, element_size(a.weight_dtype) * a.hidden, s));
+    }
+    return;
+  }
+  const bool clusters = clusters_available(device);
+  detail::dispatch_casting_mode(a.params.casting_mode, [&](auto mode) {
+    bwd_for_mode<decltype(mode)::value>(a, clusters, s);
+  });
+  if (a.dw != nullptr) finish_dw(a, s);
+}
+
+}  // namespace tigon::cuda

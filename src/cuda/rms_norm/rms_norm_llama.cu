@@ -1,0 +1,6 @@
+// The RMSNorm kernels of casting mode kLlama (one translation unit per mode: parallel compilation).
+#include "cuda/rms_norm/launch.cuh"
+
+namespace tigon::cuda::rms_norm {
+TIGON_RMS_NORM_MODE(, CastingMode::kLlama)
+}  // namespace tigon::cuda::rms_norm

@@ -1,0 +1,53 @@
+"""The tigon package: import, build information, library loading."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import tigon
+from tigon import _load
+
+
+def test_version_matches_the_project() -> None:
+    root = Path(__file__).resolve().parents[2]
+    cmake = (root / "CMakeLists.txt").read_text()
+    pyproject = (root / "pyproject.toml").read_text()
+    cmake_version = re.search(r"project\(tigon VERSION ([0-9.]+)", cmake)
+    py_version = re.search(r'^version = "([0-9.]+)"', pyproject, re.MULTILINE)
+    assert cmake_version and py_version
+    assert tigon.__version__ == cmake_version.group(1) == py_version.group(1)
+
+
+def test_has_cuda_kernels_is_a_bool() -> None:
+    assert isinstance(tigon.has_cuda_kernels(), bool)
+    assert tigon.has_cuda_kernels() == torch.ops.tigon.has_cuda_kernels()
+
+
+@pytest.mark.gpu
+def test_gpu_builds_have_cuda_kernels() -> None:
+    assert tigon.has_cuda_kernels(), "a CUDA device is present but tigon was built without CUDA"
+
+
+def test_public_api() -> None:
+    assert callable(tigon.ops.rms_norm)
+    assert issubclass(tigon.nn.RMSNorm, torch.nn.Module)
+    for name in ("rms_norm_fwd", "rms_norm_bwd", "rms_norm_bwd_inplace"):
+        assert hasattr(torch.ops.tigon, name)
+
+
+def test_library_path_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(_load.LIBRARY_ENV, str(tmp_path / "missing.so"))
+    with pytest.raises(ImportError, match=_load.LIBRARY_ENV):
+        _load.library_path()
+    fake = tmp_path / "_tigon_torch.so"
+    fake.write_bytes(b"")
+    monkeypatch.setenv(_load.LIBRARY_ENV, str(fake))
+    assert _load.library_path() == fake
+
+
+def test_load_library_is_idempotent() -> None:
+    assert _load.load_library() == _load.load_library()
