@@ -10,6 +10,8 @@ JOBS ?= $(shell nproc)
 TIGON_CUDA ?= AUTO
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CORE_BUILD := build/core
+# The venv's CMake (pinned in requirements-dev.txt): Debian's 3.25 cannot compile CUDA C++20 with nvcc 13.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: all deps venv test test-cpp test-python checkstyle format bench clean
 
@@ -27,7 +29,7 @@ $(VENV)/.installed: requirements-dev.txt
 venv: $(VENV)/.installed
 
 # The C++ core and its tests, without Python or torch (the CUDA library compiles when nvcc exists).
-test-cpp: deps
+test-cpp: deps venv
 	cmake -S . -B $(CORE_BUILD) $(GENERATOR) -DTIGON_CUDA=$(TIGON_CUDA) -DTIGON_BUILD_TORCH=OFF \
 	  -DTIGON_BUILD_TESTS=ON
 	cmake --build $(CORE_BUILD) -j $(JOBS)

@@ -1,15 +1,11 @@
 #include "core/check.h"
 
-#include <sstream>
-
 namespace tigon::detail {
 
 std::string shape_string(const TensorView& t) {
-  std::ostringstream s;
-  s << '[';
-  for (int d = 0; d < t.ndim; ++d) s << (d ? ", " : "") << t.sizes[d];
-  s << ']';
-  return s.str();
+  std::string s = "[";
+  for (int d = 0; d < t.ndim; ++d) s += (d ? ", " : "") + std::to_string(t.sizes[d]);
+  return s + "]";
 }
 
 std::string device_string(Device d) {
@@ -18,25 +14,27 @@ std::string device_string(Device d) {
 
 void throw_argument_error(ErrorCode code, std::string_view op, std::string_view arg,
                           std::string_view expected, std::string_view got) {
-  std::ostringstream s;
-  s << "tigon::" << op << ": argument '" << arg << "': expected " << expected << ", got " << got;
-  throw Error(code, s.str());
+  std::string message = "tigon::";
+  message.append(op).append(": argument '").append(arg).append("': expected ");
+  message.append(expected).append(", got ").append(got);
+  throw Error(code, message);
 }
 
 RowLayout row_layout(std::string_view op, std::string_view arg, const TensorView& t) {
-  check_arg(t.ndim >= 1 && t.ndim <= TensorView::kMaxDims, op, arg,
-            "a tensor with 1 to 8 dimensions", std::to_string(t.ndim) + " dimensions");
+  TIGON_CHECK_ARG(t.ndim >= 1 && t.ndim <= TensorView::kMaxDims, op, arg,
+                  "a tensor with 1 to 8 dimensions", std::to_string(t.ndim) + " dimensions");
   for (int d = 0; d < t.ndim; ++d) {
-    check_arg(t.sizes[d] >= 0, op, arg, "non-negative sizes", shape_string(t));
+    TIGON_CHECK_ARG(t.sizes[d] >= 0, op, arg, "non-negative sizes", shape_string(t));
   }
   RowLayout layout;
   layout.hidden = t.sizes[t.ndim - 1];
   layout.rows = 1;
   for (int d = 0; d < t.ndim - 1; ++d) layout.rows *= t.sizes[d];
   if (layout.rows == 0 || layout.hidden == 0) return layout;
-  check_arg(layout.hidden == 1 || t.strides[t.ndim - 1] == 1, op, arg,
-            "unit stride in the last dimension", "stride " + std::to_string(t.strides[t.ndim - 1]));
-  check_arg(t.data != nullptr, op, arg, "a non-null data pointer", "nullptr");
+  TIGON_CHECK_ARG(layout.hidden == 1 || t.strides[t.ndim - 1] == 1, op, arg,
+                  "unit stride in the last dimension",
+                  "stride " + std::to_string(t.strides[t.ndim - 1]));
+  TIGON_CHECK_ARG(t.data != nullptr, op, arg, "a non-null data pointer", "nullptr");
   // Collapse leading dims: walking inwards, each size-1 dim is free, others must nest exactly.
   std::int64_t stride = -1;
   std::int64_t span = 1;  // elements covered by one step of the current collapsed row index
@@ -47,7 +45,7 @@ RowLayout row_layout(std::string_view op, std::string_view arg, const TensorView
       span = t.sizes[d];
       continue;
     }
-    check_arg(
+    TIGON_CHECK_ARG(
         t.strides[d] == stride * span, op, arg,
         "leading dimensions that collapse to one row stride (a row-strided or contiguous view)",
         "sizes " + shape_string(t) + " with stride " + std::to_string(t.strides[d]) +
@@ -55,9 +53,9 @@ RowLayout row_layout(std::string_view op, std::string_view arg, const TensorView
     span *= t.sizes[d];
   }
   layout.row_stride = stride < 0 ? layout.hidden : stride;
-  check_arg(layout.rows == 1 || layout.row_stride >= layout.hidden, op, arg,
-            "rows that do not overlap (row stride >= hidden size)",
-            "row stride " + std::to_string(layout.row_stride));
+  TIGON_CHECK_ARG(layout.rows == 1 || layout.row_stride >= layout.hidden, op, arg,
+                  "rows that do not overlap (row stride >= hidden size)",
+                  "row stride " + std::to_string(layout.row_stride));
   return layout;
 }
 

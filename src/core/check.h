@@ -17,10 +17,18 @@ std::string device_string(Device d);
 [[noreturn]] void throw_argument_error(ErrorCode code, std::string_view op, std::string_view arg,
                                        std::string_view expected, std::string_view got);
 
-inline void check_arg(bool ok, std::string_view op, std::string_view arg, std::string_view expected,
-                      const std::string& got, ErrorCode code = ErrorCode::kInvalidArgument) {
-  if (!ok) throw_argument_error(code, op, arg, expected, got);
+[[noreturn]] inline void throw_argument_error(std::string_view op, std::string_view arg,
+                                              std::string_view expected, std::string_view got,
+                                              ErrorCode code = ErrorCode::kInvalidArgument) {
+  throw_argument_error(code, op, arg, expected, got);
 }
+
+// TIGON_CHECK_ARG(condition, op, arg, expected, got[, code]): the message arguments are evaluated
+// only when the check fails, so passing checks cost no string building (host overhead per call).
+#define TIGON_CHECK_ARG(condition, ...)                                   \
+  do {                                                                    \
+    if (!(condition)) ::tigon::detail::throw_argument_error(__VA_ARGS__); \
+  } while (0)
 
 // Rows of a [..., H] view: the leading dimensions must collapse into one stride.
 struct RowLayout {

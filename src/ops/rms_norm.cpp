@@ -11,44 +11,44 @@
 namespace tigon {
 namespace {
 
-using detail::check_arg;
 
 constexpr const char* kFwd = "rms_norm_fwd";
 constexpr const char* kBwd = "rms_norm_bwd";
 
 void check_params(const char* op, const RmsNormParams& p, bool has_weight) {
-  check_arg(std::isfinite(p.eps) && p.eps >= 0.0f, op, "eps", "a finite value >= 0",
-            std::to_string(p.eps));
-  check_arg(std::isfinite(p.offset), op, "offset", "a finite value", std::to_string(p.offset));
-  check_arg(has_weight || p.offset == 0.0f, op, "offset",
-            "0 when there is no weight (elementwise_affine=False)", std::to_string(p.offset));
+  TIGON_CHECK_ARG(std::isfinite(p.eps) && p.eps >= 0.0f, op, "eps", "a finite value >= 0",
+                  std::to_string(p.eps));
+  TIGON_CHECK_ARG(std::isfinite(p.offset), op, "offset", "a finite value",
+                  std::to_string(p.offset));
+  TIGON_CHECK_ARG(has_weight || p.offset == 0.0f, op, "offset",
+                  "0 when there is no weight (elementwise_affine=False)", std::to_string(p.offset));
   const int mode = static_cast<int>(p.casting_mode);
-  check_arg(mode >= 0 && mode <= 2, op, "casting_mode", "kLlama, kGemma or kNone",
-            std::to_string(mode));
+  TIGON_CHECK_ARG(mode >= 0 && mode <= 2, op, "casting_mode", "kLlama, kGemma or kNone",
+                  std::to_string(mode));
 }
 
 void check_dtype(const char* op, const char* arg, DType got, DType expected) {
-  check_arg(got == expected, op, arg, std::string("dtype ") + dtype_name(expected), dtype_name(got),
-            ErrorCode::kTypeError);
+  TIGON_CHECK_ARG(got == expected, op, arg, std::string("dtype ") + dtype_name(expected),
+                  dtype_name(got), ErrorCode::kTypeError);
 }
 
 void check_floating(const char* op, const char* arg, DType got) {
   const int v = static_cast<int>(got);
-  check_arg(v >= 0 && v <= 2, op, arg, "dtype float32, float16 or bfloat16",
-            "dtype code " + std::to_string(v), ErrorCode::kTypeError);
+  TIGON_CHECK_ARG(v >= 0 && v <= 2, op, arg, "dtype float32, float16 or bfloat16",
+                  "dtype code " + std::to_string(v), ErrorCode::kTypeError);
 }
 
 void check_same_device(const char* op, const char* arg, const TensorView& t, Device device) {
-  check_arg(t.device == device, op, arg,
-            "a tensor on " + detail::device_string(device) + " (x's device)",
-            detail::device_string(t.device));
+  TIGON_CHECK_ARG(t.device == device, op, arg,
+                  "a tensor on " + detail::device_string(device) + " (x's device)",
+                  detail::device_string(t.device));
 }
 
 void check_same_shape(const char* op, const char* arg, const TensorView& t, const TensorView& ref) {
   bool same = t.ndim == ref.ndim;
   for (int d = 0; same && d < t.ndim; ++d) same = t.sizes[d] == ref.sizes[d];
-  check_arg(same, op, arg, "shape " + detail::shape_string(ref) + " (x's shape)",
-            detail::shape_string(t));
+  TIGON_CHECK_ARG(same, op, arg, "shape " + detail::shape_string(ref) + " (x's shape)",
+                  detail::shape_string(t));
 }
 
 // weight: [H], contiguous, floating, on x's device; or absent.
@@ -56,11 +56,13 @@ void check_weight(const char* op, const TensorView& w, const TensorView& x, std:
   if (!w.defined()) return;
   check_floating(op, "weight", w.dtype);
   check_same_device(op, "weight", w, x.device);
-  check_arg(w.ndim == 1 && w.sizes[0] == hidden, op, "weight",
-            "shape [" + std::to_string(hidden) + "] (x's last dimension)", detail::shape_string(w));
-  check_arg(hidden <= 1 || w.strides[0] == 1, op, "weight", "a contiguous tensor",
-            "stride " + std::to_string(w.strides[0]));
-  check_arg(hidden == 0 || w.data != nullptr, op, "weight", "a non-null data pointer", "nullptr");
+  TIGON_CHECK_ARG(w.ndim == 1 && w.sizes[0] == hidden, op, "weight",
+                  "shape [" + std::to_string(hidden) + "] (x's last dimension)",
+                  detail::shape_string(w));
+  TIGON_CHECK_ARG(hidden <= 1 || w.strides[0] == 1, op, "weight", "a contiguous tensor",
+                  "stride " + std::to_string(w.strides[0]));
+  TIGON_CHECK_ARG(hidden == 0 || w.data != nullptr, op, "weight", "a non-null data pointer",
+                  "nullptr");
 }
 
 void check_rstd(const char* op, const TensorView& rstd, const TensorView& x, std::int64_t rows) {
@@ -74,23 +76,25 @@ void check_rstd(const char* op, const TensorView& rstd, const TensorView& x, std
     if (rstd.sizes[d] != 1 && rstd.strides[d] != expected_stride) contiguous = false;
     expected_stride *= rstd.sizes[d];
   }
-  check_arg(numel == rows && contiguous, op, "rstd",
-            "a contiguous float32 tensor of " + std::to_string(rows) + " elements (one per row)",
-            detail::shape_string(rstd) + (contiguous ? "" : " (not contiguous)"));
-  check_arg(rows == 0 || rstd.data != nullptr, op, "rstd", "a non-null data pointer", "nullptr");
+  TIGON_CHECK_ARG(
+      numel == rows && contiguous, op, "rstd",
+      "a contiguous float32 tensor of " + std::to_string(rows) + " elements (one per row)",
+      detail::shape_string(rstd) + (contiguous ? "" : " (not contiguous)"));
+  TIGON_CHECK_ARG(rows == 0 || rstd.data != nullptr, op, "rstd", "a non-null data pointer",
+                  "nullptr");
 }
 
 void check_backend(const char* op, const TensorView& x) {
-  check_arg(x.device.type == DeviceType::kCPU || has_cuda_backend(), op, "x",
-            "a CPU tensor (this build of tigon has no CUDA backend)",
-            "a tensor on " + detail::device_string(x.device), ErrorCode::kBackendUnavailable);
+  TIGON_CHECK_ARG(x.device.type == DeviceType::kCPU || has_cuda_backend(), op, "x",
+                  "a CPU tensor (this build of tigon has no CUDA backend)",
+                  "a tensor on " + detail::device_string(x.device), ErrorCode::kBackendUnavailable);
 }
 
 detail::RowLayout checked_x(const char* op, const TensorView& x) {
   check_floating(op, "x", x.dtype);
   const detail::RowLayout layout = detail::row_layout(op, "x", x);
-  check_arg(layout.hidden > 0, op, "x", "a last dimension (hidden size) >= 1",
-            detail::shape_string(x));
+  TIGON_CHECK_ARG(layout.hidden > 0, op, "x", "a last dimension (hidden size) >= 1",
+                  detail::shape_string(x));
   check_backend(op, x);
   return layout;
 }
@@ -179,26 +183,27 @@ void rms_norm_bwd(const RmsNormParams& params, const TensorView& dy, const Tenso
   check_same_shape(kBwd, "dx", dx, x);
   const detail::RowLayout dxl = detail::row_layout(kBwd, "dx", dx);
   if (dx.data == dy.data && xl.rows > 0) {
-    check_arg(dxl.row_stride == dyl.row_stride, kBwd, "dx",
-              "the same row stride as dy when writing dx in place into dy",
-              std::to_string(dxl.row_stride) + " vs " + std::to_string(dyl.row_stride));
+    TIGON_CHECK_ARG(dxl.row_stride == dyl.row_stride, kBwd, "dx",
+                    "the same row stride as dy when writing dx in place into dy",
+                    std::to_string(dxl.row_stride) + " vs " + std::to_string(dyl.row_stride));
   }
   check_rstd(kBwd, rstd, x, xl.rows);
 
   if (has_weight) {
     check_same_device(kBwd, "dw", dw, x.device);
     check_dtype(kBwd, "dw", dw.dtype, weight.dtype);
-    check_arg(dw.ndim == 1 && dw.sizes[0] == xl.hidden && (xl.hidden == 1 || dw.strides[0] == 1),
-              kBwd, "dw", "a contiguous tensor of shape [" + std::to_string(xl.hidden) + "]",
-              detail::shape_string(dw));
-    check_arg(dw.data != nullptr, kBwd, "dw", "a non-null data pointer", "nullptr");
+    TIGON_CHECK_ARG(
+        dw.ndim == 1 && dw.sizes[0] == xl.hidden && (xl.hidden == 1 || dw.strides[0] == 1), kBwd,
+        "dw", "a contiguous tensor of shape [" + std::to_string(xl.hidden) + "]",
+        detail::shape_string(dw));
+    TIGON_CHECK_ARG(dw.data != nullptr, kBwd, "dw", "a non-null data pointer", "nullptr");
   }
 
   const std::size_t needed = rms_norm_bwd_workspace_size(params, x, weight);
-  check_arg(workspace.bytes >= needed && (needed == 0 || workspace.data != nullptr), kBwd,
-            "workspace",
-            "at least " + std::to_string(needed) + " bytes (rms_norm_bwd_workspace_size)",
-            std::to_string(workspace.bytes) + " bytes");
+  TIGON_CHECK_ARG(workspace.bytes >= needed && (needed == 0 || workspace.data != nullptr), kBwd,
+                  "workspace",
+                  "at least " + std::to_string(needed) + " bytes (rms_norm_bwd_workspace_size)",
+                  std::to_string(workspace.bytes) + " bytes");
 
   detail::RmsNormBwdArgs a;
   a.params = params;
