@@ -25,7 +25,9 @@ import tigon  # noqa: E402
 def providers(device: str, with_compile: bool) -> dict:
     p = {
         "tigon llama": lambda h: tigon.nn.RMSNorm(h, casting_mode="llama"),
-        "tigon gemma": lambda h: tigon.nn.RMSNorm(h, offset=1.0, casting_mode="gemma", init="zeros"),
+        "tigon gemma": lambda h: tigon.nn.RMSNorm(
+            h, offset=1.0, casting_mode="gemma", init="zeros"
+        ),
         "HF llama eager": lambda h: LlamaRMSNorm(h),
         "HF gemma eager": lambda h: GemmaRMSNorm(h),
         "torch F.rms_norm": lambda h: torch.nn.RMSNorm(h, eps=1e-6),
@@ -83,7 +85,11 @@ def plot(rows: list[dict], ceiling: float, path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     for ax, phase in zip(axes, ("fwd", "bwd", "full")):
         for name in dict.fromkeys(r["provider"] for r in rows):
-            pts = sorted((r["H"], r[f"{phase}_GBps"]) for r in rows if r["provider"] == name and r["M"] == rows[0]["M"])
+            pts = sorted(
+                (r["H"], r[f"{phase}_GBps"])
+                for r in rows
+                if r["provider"] == name and r["M"] == rows[0]["M"]
+            )
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
         ax.axhline(ceiling, color="k", ls="--", label="copy ceiling")
         ax.set_xscale("log", base=2)
@@ -97,7 +103,9 @@ def plot(rows: list[dict], ceiling: float, path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     ap.add_argument("--quick", action="store_true", help="fewer shapes and reps")
@@ -137,7 +145,19 @@ def main() -> None:
             r["bwd_%ceil"] = 100 * r["bwd_GBps"] / ceiling
             rows.append(r)
             torch._dynamo.reset()
-    cols = ["provider", "M", "H", "fwd_ms", "bwd_ms", "full_ms", "fwd_GBps", "bwd_GBps", "full_GBps", "fwd_%ceil", "bwd_%ceil"]
+    cols = [
+        "provider",
+        "M",
+        "H",
+        "fwd_ms",
+        "bwd_ms",
+        "full_ms",
+        "fwd_GBps",
+        "bwd_GBps",
+        "full_GBps",
+        "fwd_%ceil",
+        "bwd_%ceil",
+    ]
     if device == "cuda":
         cols.append("peak_MB")
     print(f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")

@@ -105,7 +105,9 @@ def save(out_dir: Path, name: str, env: dict, rows: list[dict]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / f"{name}.json", "w") as f:
         json.dump({"environment": env, "results": rows}, f, indent=1)
-    keys = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
+    keys = sorted(
+        {k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99
+    )
     with open(out_dir / f"{name}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()

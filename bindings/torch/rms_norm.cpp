@@ -52,6 +52,28 @@ at::Tensor empty_weight_grad(const std::optional<at::Tensor>& weight, const at::
                             : at::empty({0}, x.options());
 }
 
+// tigon::rms_norm_bwd writing dx into `dx` (dy itself for the in-place op); returns dw.
+at::Tensor run_backward(const char* op, const RmsNormParams& params, const at::Tensor& dy,
+                        const at::Tensor& x_arg, const std::optional<at::Tensor>& weight_arg,
+                        const at::Tensor& rstd_arg, const at::Tensor& dx, Stream stream) {
+  return translate_errors([&] {
+    const at::Tensor x = with_row_layout(x_arg);
+    const at::Tensor rstd = flat_rstd(rstd_arg);
+    const std::optional<at::Tensor> weight = contiguous_weight(weight_arg);
+    const TensorView xv = to_view(x, op, "x");
+    const TensorView wv = to_view(weight, op, "weight");
+    const TensorView dyv = to_view(dy, op, "dy");
+    const TensorView rstdv = to_view(rstd, op, "rstd");
+    const TensorView dxv = to_view(dx, op, "dx");
+    at::Tensor dw = empty_weight_grad(weight, x);
+    const at::Tensor workspace = empty_bytes(rms_norm_bwd_workspace_size(params, xv, wv), x);
+    tigon::rms_norm_bwd(params, dyv, xv, wv, rstdv, dxv,
+                        weight ? to_view(dw, op, "dw") : TensorView{}, to_workspace(workspace),
+                        stream);
+    return dw;
+  });
+}
+
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor> rms_norm_fwd(const at::Tensor& x_arg,
@@ -76,60 +98,34 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_fwd(const at::Tensor& x_arg,
   });
 }
 
-std::tuple<at::Tensor, at::Tensor> rms_norm_bwd(const at::Tensor& dy_arg, const at::Tensor& x_arg,
-                                                const std::optional<at::Tensor>& weight_arg,
-                                                const at::Tensor& rstd_arg, double offset,
+std::tuple<at::Tensor, at::Tensor> rms_norm_bwd(const at::Tensor& dy, const at::Tensor& x,
+                                                const std::optional<at::Tensor>& weight,
+                                                const at::Tensor& rstd, double offset,
                                                 c10::string_view casting_mode, Stream stream) {
-  RmsNormParams params = make_params(0.0, offset, casting_mode, kBwd);
-  return translate_errors([&] {
-    const at::Tensor x = with_row_layout(x_arg);
-    const at::Tensor dy = with_row_layout(dy_arg);
-    const at::Tensor rstd = flat_rstd(rstd_arg);
-    const std::optional<at::Tensor> weight = contiguous_weight(weight_arg);
-    const TensorView xv = to_view(x, kBwd, "x");
-    const TensorView wv = to_view(weight, kBwd, "weight");
-    const TensorView dyv = to_view(dy, kBwd, "dy");
-    const TensorView rstdv = to_view(rstd, kBwd, "rstd");
-    at::Tensor dx = at::empty(x.sizes(), x.options());
-    at::Tensor dw = empty_weight_grad(weight, x);
-    const at::Tensor workspace = empty_bytes(rms_norm_bwd_workspace_size(params, xv, wv), x);
-    tigon::rms_norm_bwd(params, dyv, xv, wv, rstdv, to_view(dx, kBwd, "dx"),
-                        weight ? to_view(dw, kBwd, "dw") : TensorView{}, to_workspace(workspace),
-                        stream);
-    return std::make_tuple(std::move(dx), std::move(dw));
-  });
+  const RmsNormParams params = make_params(0.0, offset, casting_mode, kBwd);
+  at::Tensor dx = at::empty(x.sizes(), x.options());
+  at::Tensor dw = run_backward(kBwd, params, with_row_layout(dy), x, weight, rstd, dx, stream);
+  return std::make_tuple(std::move(dx), std::move(dw));
 }
 
-at::Tensor rms_norm_bwd_inplace(const at::Tensor& dy, const at::Tensor& x_arg,
-                                const std::optional<at::Tensor>& weight_arg,
-                                const at::Tensor& rstd_arg, double offset,
-                                c10::string_view casting_mode, Stream stream) {
-  RmsNormParams params = make_params(0.0, offset, casting_mode, kBwdInplace);
-  return translate_errors([&] {
-    const at::Tensor x = with_row_layout(x_arg);
-    const at::Tensor rstd = flat_rstd(rstd_arg);
-    const std::optional<at::Tensor> weight = contiguous_weight(weight_arg);
-    const TensorView xv = to_view(x, kBwdInplace, "x");
-    const TensorView wv = to_view(weight, kBwdInplace, "weight");
-    const TensorView dyv = to_view(dy, kBwdInplace, "dy");
-    // dx is written into dy: it needs x's dtype and a layout the core can address (no copy).
-    TORCH_CHECK_TYPE(dy.scalar_type() == x.scalar_type(),
-                     argument_message(kBwdInplace, "dy",
-                                      "x's dtype (dx is written into dy) " +
-                                          std::string(c10::toString(x.scalar_type())),
-                                      c10::toString(dy.scalar_type())));
-    TORCH_CHECK_VALUE(has_row_layout(dy),
-                      argument_message(kBwdInplace, "dy",
-                                       "unit stride in the last dimension and leading dimensions "
-                                       "that collapse to one row stride (dx is written into dy)",
-                                       "strides " + c10::str(dy.strides())));
-    at::Tensor dw = empty_weight_grad(weight, x);
-    const at::Tensor workspace = empty_bytes(rms_norm_bwd_workspace_size(params, xv, wv), x);
-    tigon::rms_norm_bwd(params, dyv, xv, wv, to_view(rstd, kBwdInplace, "rstd"), dyv,
-                        weight ? to_view(dw, kBwdInplace, "dw") : TensorView{},
-                        to_workspace(workspace), stream);
-    return dw;
-  });
+at::Tensor rms_norm_bwd_inplace(const at::Tensor& dy, const at::Tensor& x,
+                                const std::optional<at::Tensor>& weight, const at::Tensor& rstd,
+                                double offset, c10::string_view casting_mode, Stream stream) {
+  const RmsNormParams params = make_params(0.0, offset, casting_mode, kBwdInplace);
+  // dx is written into dy: dy needs x's dtype and a layout the core can address without a copy.
+  const TensorView dyv = translate_errors([&] { return to_view(dy, kBwdInplace, "dy"); });
+  const TensorView xv = translate_errors([&] { return to_view(x, kBwdInplace, "x"); });
+  TORCH_CHECK_TYPE(dyv.dtype == xv.dtype,
+                   argument_message(kBwdInplace, "dy",
+                                    std::string("dtype ") + dtype_name(xv.dtype) +
+                                        " (x's dtype: dx is written into dy)",
+                                    dtype_name(dyv.dtype)));
+  TORCH_CHECK_VALUE(has_row_layout(dy),
+                    argument_message(kBwdInplace, "dy",
+                                     "unit stride in the last dimension and leading dimensions "
+                                     "that collapse to one row stride (dx is written into dy)",
+                                     "strides " + c10::str(dy.strides())));
+  return run_backward(kBwdInplace, params, dy, x, weight, rstd, dy, stream);
 }
 
 }  // namespace tigon::torch_binding

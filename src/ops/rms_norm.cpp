@@ -77,7 +77,7 @@ void check_rstd(const char* op, const TensorView& rstd, const TensorView& x, std
     expected_stride *= rstd.sizes[d];
   }
   TIGON_CHECK_ARG(
-      numel == rows && contiguous, op, "rstd",
+      numel == rows && (contiguous || numel == 0), op, "rstd",
       "a contiguous float32 tensor of " + std::to_string(rows) + " elements (one per row)",
       detail::shape_string(rstd) + (contiguous ? "" : " (not contiguous)"));
   TIGON_CHECK_ARG(rows == 0 || rstd.data != nullptr, op, "rstd", "a non-null data pointer",
