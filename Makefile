@@ -13,7 +13,7 @@ CORE_BUILD := build/core
 # The venv's CMake (pinned in requirements-dev.txt): Debian's 3.25 cannot compile CUDA C++20 with nvcc 13.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all deps venv test test-cpp test-python checkstyle format bench clean
+.PHONY: all deps venv install test test-cpp test-python test-convergence demo checkstyle format bench clean
 
 all: test
 
@@ -37,14 +37,23 @@ test-cpp: deps venv
 
 # The torch operators and the Python package: pip install into the venv (incremental build in
 # build/py), then pytest. pytest exits non-zero when it collects nothing, so this cannot pass empty.
-test-python: deps venv
+install: deps venv
 	$(PY) -m pip install -q --no-build-isolation --no-deps . -Ccmake.define.TIGON_CUDA=$(TIGON_CUDA)
+
+test-python: install
 	$(PY) -m pytest tests/python -q
+
+# HF training with and without tigon on tiny models of every supported family (also in test-python).
+test-convergence: install
+	$(PY) -m pytest tests/python/test_convergence.py -m convergence -q
+
+# The training demo: HF vs tigon-patched Llama-style model, CUDA when present, else the CPU.
+demo: install
+	$(PY) examples/train_demo.py $(DEMO_ARGS)
 
 test: test-cpp test-python
 
-bench: venv
-	$(PY) -m pip install -q --no-build-isolation --no-deps . -Ccmake.define.TIGON_CUDA=$(TIGON_CUDA)
+bench: install
 	$(PY) benchmarks/python/bench_rms_norm.py
 
 checkstyle: deps venv

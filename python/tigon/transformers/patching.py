@@ -1,0 +1,564 @@
+"""Patching Hugging Face transformers models with tigon's kernels.
+
+Two ways, per family (see :mod:`tigon.transformers.families`):
+
+* ``model=None``: replace the classes in the family's modeling module, before any model is
+  built. Models constructed afterwards use tigon's modules; parameter names are unchanged, so
+  checkpoints load as they are. This changes the module for the whole process (undo with
+  :func:`revert_patches`).
+* ``model=<nn.Module>``: patch an existing model's modules in place: each HF norm instance becomes
+  an instance of tigon's class (``module.__class__`` is swapped), keeping the very same weight
+  ``Parameter`` (device, dtype, optimizer state, hooks). Works through wrappers that hold the model
+  as a submodule (PEFT ``PeftModel``/LoRA, ``ModulesToSaveWrapper``, ``torch.compile``'s
+  ``OptimizedModule``, DDP). Nothing global changes.
+
+Kernels are switched by keyword flags (``rms_norm=True``, ...), one per entry of :data:`KERNELS`;
+adding a kernel is one entry there plus its column in the family table. Unknown flags raise
+``TypeError``. Anything that does not patch as expected raises ``RuntimeError`` naming the family,
+the class and the transformers version: a missing class, a changed constructor, a forward whose
+numerics no longer match the table (checked once per class on a small bfloat16 probe), or a
+model in which a requested kernel found nothing to patch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+import tigon
+from tigon.nn import RMSNorm
+from tigon.transformers.families import FAMILIES, MODEL_TYPE_TO_FAMILY, FamilySpec, NormSpec
+
+__all__ = [
+    "KERNELS",
+    "SKIP_PARITY_CHECK_ENV",
+    "ApplyFn",
+    "Kernel",
+    "apply_tigon_kernel",
+    "apply_tigon_kernel_to_instance",
+    "describe_module",
+    "family_for_model_type",
+    "kernel_flags",
+    "make_apply_fn",
+    "patched_modules",
+    "revert_patches",
+    "supported_model_types",
+]
+
+#: Set to ``1`` to skip the numerical parity probe of each HF class (e.g. to try a transformers
+#: version whose modeling code changed). The probe is what stops a silently wrong patch.
+SKIP_PARITY_CHECK_ENV = "TIGON_SKIP_PARITY_CHECK"
+
+
+def _transformers_version() -> str:
+    try:
+        import transformers
+    except ImportError:  # pragma: no cover - tigon.transformers needs transformers
+        return "not installed"
+    return str(transformers.__version__)
+
+
+def _drift(family: str, what: str) -> RuntimeError:
+    return RuntimeError(
+        f"tigon.transformers[{family}]: {what} (transformers {_transformers_version()}; tigon's "
+        f"table was written for transformers 5.17). The modeling code changed: update "
+        f"tigon/transformers/families.py, or pin transformers."
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# RMSNorm: tigon classes standing in for each HF class
+# --------------------------------------------------------------------------------------------
+
+
+class _TigonHFRMSNorm(RMSNorm):
+    """Base of the per-family classes: tigon.nn.RMSNorm with an HF-style constructor."""
+
+    #: Set on each subclass: family name, replaced class ("module.Class"), and its mapping.
+    tigon_family: str = ""
+    tigon_replaces: str = ""
+    tigon_spec: NormSpec
+
+    def __init__(
+        self,
+        hidden_size: int | None = None,
+        eps: float = 1e-6,
+        *,
+        dim: int | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        # HF's constructors are (hidden_size, eps=1e-6) or, in the Gemma files, (dim, eps=1e-6);
+        # both are accepted positionally or by name (checked against HF's when patching).
+        size = hidden_size if hidden_size is not None else dim
+        if size is None or (hidden_size is not None and dim is not None):
+            raise TypeError(f"{type(self).__name__}: pass exactly one of hidden_size or dim")
+        spec = type(self).tigon_spec
+        super().__init__(
+            size,
+            eps=eps,
+            offset=spec.offset,
+            casting_mode=spec.casting_mode,
+            in_place=spec.in_place,
+            init=spec.init,
+            device=device,
+            dtype=dtype,
+        )
+
+
+def _norm_class_name(hf_name: str) -> str:
+    return f"Tigon{hf_name}"  # keeps "RMSNorm" in the name: HF's _init_weights matches on it
+
+
+def _make_norm_classes() -> dict[tuple[str, str], type[_TigonHFRMSNorm]]:
+    classes: dict[tuple[str, str], type[_TigonHFRMSNorm]] = {}
+    for family in FAMILIES.values():
+        for hf_name, spec in family.norms.items():
+            name = _norm_class_name(hf_name)
+            cls = type(
+                name,
+                (_TigonHFRMSNorm,),
+                {
+                    "__module__": __name__,
+                    "__qualname__": name,
+                    "__doc__": f"tigon.nn.RMSNorm standing in for {family.module}.{hf_name}.",
+                    "tigon_family": family.name,
+                    "tigon_replaces": f"{family.module}.{hf_name}",
+                    "tigon_spec": spec,
+                },
+            )
+            globals()[name] = cls  # importable by name: patched models pickle and unpickle
+            classes[(family.module, hf_name)] = cls
+    return classes
+
+
+#: (HF module, HF class name) -> tigon class; created at import so pickled models load.
+_NORM_CLASSES = _make_norm_classes()
+
+#: (HF module, HF class name) -> the original HF class, recorded when first replaced.
+_ORIGINALS: dict[tuple[str, str], type] = {}
+
+#: HF classes whose numerics were checked against their table entry in this process.
+_VERIFIED: set[tuple[str, str, int]] = set()
+
+
+def _check_constructor(family: FamilySpec, hf_name: str, hf_cls: type) -> None:
+    try:
+        params = list(inspect.signature(hf_cls.__init__).parameters.values())[1:]
+    except (TypeError, ValueError):  # pragma: no cover - builtin or odd signature
+        return
+    names = [p.name for p in params]
+    if (
+        len(params) != 2
+        or names[0] not in ("hidden_size", "dim")
+        or names[1] != "eps"
+        or params[1].default != 1e-6
+    ):
+        raise _drift(
+            family.name,
+            f"{hf_name}.__init__ has parameters {names} (defaults "
+            f"{[p.default for p in params]}); expected (hidden_size|dim, eps=1e-6)",
+        )
+
+
+def _check_parity(family: FamilySpec, hf_name: str, hf_cls: type, spec: NormSpec) -> None:
+    """Runs the HF class and tigon's kernel on a small CPU probe; raises if they disagree.
+
+    bfloat16 inputs separate the casting modes (about a quarter of the outputs differ between
+    "llama" and "gemma" casting) and a wrong offset changes every output, while the exact mode
+    matches HF bit for bit (allowing a 1% margin for reduction order).
+    """
+    key = (family.module, hf_name, id(hf_cls))
+    if key in _VERIFIED or os.environ.get(SKIP_PARITY_CHECK_ENV) == "1":
+        return
+    hidden = 64
+    gen = torch.Generator().manual_seed(20260101)
+    with torch.device("cpu"), torch.no_grad():
+        try:
+            ref = hf_cls(hidden, eps=1e-5)
+        except Exception as exc:  # any failure here means a changed class
+            raise _drift(family.name, f"{hf_name}({hidden}, eps=1e-5) failed: {exc!r}") from exc
+        if not isinstance(getattr(ref, "weight", None), nn.Parameter):
+            raise _drift(family.name, f"{hf_name} has no 'weight' Parameter")
+        if getattr(ref, spec.eps_attr, None) != 1e-5:
+            raise _drift(
+                family.name, f"{hf_name} keeps its epsilon elsewhere than .{spec.eps_attr}"
+            )
+        fill = 1.0 if spec.init == "ones" else 0.0
+        if not bool((ref.weight.float() == fill).all()):
+            raise _drift(family.name, f"{hf_name}'s weight no longer starts as {spec.init}")
+        for x_dtype, w_dtype in ((torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float32)):
+            x = (torch.randn(32, hidden, generator=gen) * 3).to(x_dtype)
+            w = (torch.randn(hidden, generator=gen) * 0.7 + (1.0 - spec.offset)).to(w_dtype)
+            ref = ref.to(w_dtype)
+            ref.weight.copy_(w)
+            want = ref(x)
+            got = tigon.ops.rms_norm(x, w, 1e-5, spec.offset, spec.casting_mode)
+            if got.dtype != want.dtype:
+                raise _drift(
+                    family.name,
+                    f"{hf_name} returns {want.dtype} for {x_dtype} input and {w_dtype} weight; "
+                    f"tigon's {spec.casting_mode!r} mode returns {got.dtype}",
+                )
+            differ = (got != want).float().mean().item()
+            if differ > 0.01:
+                raise _drift(
+                    family.name,
+                    f"{hf_name}'s forward no longer matches tigon's {spec.casting_mode!r} casting "
+                    f"with offset {spec.offset:g}: {differ:.0%} of {x_dtype} outputs differ "
+                    f"(weight {w_dtype}). Set {SKIP_PARITY_CHECK_ENV}=1 to patch anyway",
+                )
+    _VERIFIED.add(key)
+
+
+def _import_family_module(family: FamilySpec) -> types.ModuleType:
+    try:
+        return importlib.import_module(family.module)
+    except ImportError as exc:
+        raise _drift(family.name, f"cannot import {family.module}: {exc}") from exc
+
+
+def _original_class(family: FamilySpec, module: types.ModuleType, hf_name: str) -> type:
+    current = getattr(module, hf_name, None)
+    if current is None:
+        raise _drift(family.name, f"{family.module} has no class {hf_name}")
+    if isinstance(current, type) and issubclass(current, _TigonHFRMSNorm):
+        return _ORIGINALS[(family.module, hf_name)]
+    if not (isinstance(current, type) and issubclass(current, nn.Module)):
+        raise _drift(family.name, f"{family.module}.{hf_name} is not an nn.Module class")
+    return current
+
+
+def _verified_original(family: FamilySpec, module: types.ModuleType, hf_name: str) -> type:
+    hf_cls = _original_class(family, module, hf_name)
+    _check_constructor(family, hf_name, hf_cls)
+    _check_parity(family, hf_name, hf_cls, family.norms[hf_name])
+    return hf_cls
+
+
+def _replace_norm_classes(family: FamilySpec) -> dict[str, str]:
+    module = _import_family_module(family)
+    done: dict[str, str] = {}
+    for hf_name in family.norms:
+        hf_cls = _verified_original(family, module, hf_name)
+        tigon_cls = _NORM_CLASSES[(family.module, hf_name)]
+        _ORIGINALS.setdefault((family.module, hf_name), hf_cls)
+        setattr(module, hf_name, tigon_cls)
+        done[f"{family.module}.{hf_name}"] = _describe_norm(tigon_cls.tigon_spec)
+    return done
+
+
+def _adopt_norm(module: nn.Module, family: FamilySpec, hf_name: str) -> None:
+    """Turns an HF norm instance into the tigon class in place (same object, same Parameter)."""
+    spec = family.norms[hf_name]
+    weight = getattr(module, "weight", None)
+    if not isinstance(weight, nn.Parameter) or weight.dim() != 1:
+        raise _drift(family.name, f"a {hf_name} instance has no 1-D 'weight' Parameter")
+    if not hasattr(module, spec.eps_attr):
+        raise _drift(family.name, f"a {hf_name} instance has no attribute {spec.eps_attr!r}")
+    eps = float(getattr(module, spec.eps_attr))
+    state = module.__dict__
+    hooked = "_old_forward" in state  # accelerate's hooks call the forward saved here
+    if "forward" in state and not hooked:
+        raise RuntimeError(
+            f"tigon.transformers[{family.name}]: a {hf_name} instance has its forward overridden "
+            f"on the instance ({state['forward']!r}); refusing to patch it silently. Patch the "
+            f"model before whatever replaced the forward."
+        )
+    state.pop("eps", None)  # Gemma's plain attribute would shadow RMSNorm.eps (a property)
+    module.__class__ = _NORM_CLASSES[(family.module, hf_name)]
+    module.hidden_size = weight.shape[0]
+    module.variance_epsilon = eps
+    module.offset = spec.offset
+    module.casting_mode = spec.casting_mode
+    module.elementwise_affine = True
+    module.in_place = spec.in_place
+    module.init = spec.init
+    if hooked:
+        state["_old_forward"] = types.MethodType(RMSNorm.forward, module)
+
+
+def _class_key(module: nn.Module) -> tuple[str, str]:
+    cls = type(module)
+    return cls.__module__, cls.__qualname__
+
+
+def _patch_norm_instances(family: FamilySpec, model: nn.Module) -> dict[str, str]:
+    wanted = {(family.module, name): name for name in family.norms}
+    ours = {_NORM_CLASSES[key] for key in wanted}  # already patched (e.g. built after model=None)
+    done: dict[str, str] = {}
+    for qualname, module in model.named_modules():
+        hf_name = wanted.get(_class_key(module))
+        if hf_name is not None:
+            _check_constructor(family, hf_name, type(module))
+            _check_parity(family, hf_name, type(module), family.norms[hf_name])
+            _adopt_norm(module, family, hf_name)
+        elif type(module) not in ours:
+            continue
+        done[qualname] = _describe(module.casting_mode, module.offset, module.in_place)
+    if not done:
+        raise RuntimeError(
+            f"tigon.transformers[{family.name}]: rms_norm=True found nothing to patch in this "
+            f"{type(model).__name__}: no {' or '.join(family.norms)} module "
+            f"(transformers {_transformers_version()}).{_hint(model)}"
+        )
+    return done
+
+
+def _hint(model: nn.Module) -> str:
+    """Names the family whose norm classes the model does contain, if any."""
+    by_class: dict[tuple[str, str], str] = {}
+    for f in FAMILIES.values():
+        for name in f.norms:
+            by_class[(f.module, name)] = f.name
+            by_class[(__name__, _norm_class_name(name))] = f.name
+    found = sorted({by_class[k] for m in model.modules() if (k := _class_key(m)) in by_class})
+    if found:
+        fns = ", ".join(f"apply_tigon_kernel_to_{f}" for f in found)
+        return f" Its norms are those of: {fns}."
+    return " Is it a model of this family?"
+
+
+def _describe_norm(spec: NormSpec) -> str:
+    return _describe(spec.casting_mode, spec.offset, spec.in_place)
+
+
+def _describe(casting_mode: str, offset: float, in_place: bool) -> str:
+    extras = "" if offset == 0 else f", offset={offset:g}"
+    extras += "" if in_place else ", in_place=False"
+    return f"tigon.nn.RMSNorm({casting_mode}{extras})"
+
+
+def describe_module(module: nn.Module) -> str | None:
+    """What a tigon module is, e.g. ``"tigon.nn.RMSNorm(llama)"``; None for other modules."""
+    if isinstance(module, RMSNorm):
+        return _describe(module.casting_mode, module.offset, module.in_place)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel registry and the apply functions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One switchable kernel: its flag name, default, and how it patches a family."""
+
+    name: str
+    default: bool
+    #: Whether the family has something for this kernel to replace.
+    applies_to: Callable[[FamilySpec], bool]
+    #: model=None: replace module-level symbols; returns {replaced symbol: what it is now}.
+    patch_classes: Callable[[FamilySpec], dict[str, str]]
+    #: model=...: patch the instance; returns {module name: what it is now}; raises if nothing.
+    patch_model: Callable[[FamilySpec, nn.Module], dict[str, str]]
+
+
+#: Every kernel flag, in the order applied. Adding a kernel (rope, swiglu, geglu, cross_entropy,
+#: fused_linear_cross_entropy) is one entry here plus its column in families.py.
+KERNELS: Mapping[str, Kernel] = types.MappingProxyType(
+    {
+        "rms_norm": Kernel(
+            "rms_norm", True, lambda f: bool(f.norms), _replace_norm_classes, _patch_norm_instances
+        ),
+    }
+)
+
+
+def family_for_model_type(model_type: str) -> FamilySpec:
+    """The family serving an HF ``model_type`` (or family name); ValueError if unsupported."""
+    name = MODEL_TYPE_TO_FAMILY.get(model_type)
+    if name is None:
+        raise ValueError(
+            f"tigon.transformers: model_type {model_type!r} is not supported; supported: "
+            f"{', '.join(supported_model_types())}"
+        )
+    return FAMILIES[name]
+
+
+def supported_model_types() -> list[str]:
+    """Every HF ``model_type`` tigon can patch, sorted."""
+    return sorted(MODEL_TYPE_TO_FAMILY)
+
+
+def kernel_flags(family: str) -> dict[str, bool]:
+    """The kernel flags a family's apply function accepts, with their defaults."""
+    spec = family_for_model_type(family)
+    return {k.name: k.default for k in KERNELS.values() if k.applies_to(spec)}
+
+
+def _resolve_flags(spec: FamilySpec, fn_name: str, flags: Mapping[str, Any]) -> dict[str, bool]:
+    accepted = kernel_flags(spec.name)
+    for key, value in flags.items():
+        if key not in accepted:
+            raise TypeError(
+                f"{fn_name}() got an unexpected keyword argument {key!r}; it accepts "
+                f"{', '.join([*accepted, 'model'])}"
+            )
+        if not isinstance(value, bool):
+            raise TypeError(f"{fn_name}(): {key} must be a bool, got {type(value).__name__}")
+    return {**accepted, **flags}
+
+
+def apply_tigon_kernel(
+    family: str, *, model: nn.Module | None = None, **kernels: bool
+) -> dict[str, str]:
+    """Patches one family (or HF ``model_type``) with tigon's kernels.
+
+    Args:
+        family: family name or HF ``model_type``, e.g. ``"llama"``, ``"gemma3_text"``.
+        model: None to replace the classes of the family's modeling module (call this before
+            building the model); an existing model (also PEFT-wrapped or compiled) to patch its
+            modules in place.
+        **kernels: one bool per kernel, see :func:`kernel_flags` (today: ``rms_norm``). Omitted
+            flags take their default (True).
+
+    Returns:
+        What was patched: ``{module name or replaced class: description}``, e.g.
+        ``{"model.norm": "tigon.nn.RMSNorm(llama)"}``.
+
+    Raises:
+        ValueError: unsupported family.
+        TypeError: an unknown flag, or a non-bool value.
+        RuntimeError: the modeling code differs from what tigon expects, or a requested kernel
+            found nothing to patch in ``model``.
+    """
+    spec = family_for_model_type(family)
+    fn_name = f"apply_tigon_kernel_to_{spec.name}"
+    flags = _resolve_flags(spec, fn_name, kernels)
+    if model is not None and not isinstance(model, nn.Module):
+        raise TypeError(f"{fn_name}(): model must be a torch.nn.Module, got {type(model).__name__}")
+    done: dict[str, str] = {}
+    for name, enabled in flags.items():
+        if not enabled:
+            continue
+        kernel = KERNELS[name]
+        done.update(
+            kernel.patch_classes(spec) if model is None else kernel.patch_model(spec, model)
+        )
+    return done
+
+
+def _unwrap_config(model: nn.Module) -> Any:
+    config = getattr(model, "config", None)
+    if config is None:
+        for attr in ("base_model", "_orig_mod", "module"):
+            inner = getattr(model, attr, None)
+            if isinstance(inner, nn.Module) and inner is not model:
+                return _unwrap_config(inner)
+    return config
+
+
+def apply_tigon_kernel_to_instance(model: nn.Module, **kernels: bool) -> dict[str, str]:
+    """Patches a built model in place, picking the family from ``model.config.model_type``.
+
+    Same flags, return value and errors as :func:`apply_tigon_kernel`.
+    """
+    config = _unwrap_config(model)
+    model_type = getattr(config, "model_type", None)
+    if not isinstance(model_type, str):
+        raise ValueError(
+            f"tigon.transformers: cannot tell the model_type of a {type(model).__name__} (no "
+            f".config.model_type); call apply_tigon_kernel_to_<family>(model=...) instead"
+        )
+    return apply_tigon_kernel(model_type, model=model, **kernels)
+
+
+class ApplyFn(Protocol):
+    """``apply_tigon_kernel_to_<family>(*, rms_norm=True, ..., model=None) -> dict[str, str]``."""
+
+    def __call__(self, *, model: nn.Module | None = None, **kernels: bool) -> dict[str, str]: ...
+
+
+def make_apply_fn(family: str) -> ApplyFn:
+    """Builds ``apply_tigon_kernel_to_<family>`` with its real keyword-only signature."""
+    spec = family_for_model_type(family)
+    flags = kernel_flags(spec.name)
+
+    def apply(*, model: nn.Module | None = None, **kernels: bool) -> dict[str, str]:
+        return apply_tigon_kernel(spec.name, model=model, **kernels)
+
+    params = [
+        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=v, annotation=bool)
+        for k, v in flags.items()
+    ]
+    params.append(
+        inspect.Parameter(
+            "model", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="nn.Module | None"
+        )
+    )
+    signature = inspect.Signature(params, return_annotation="dict[str, str]")
+    apply.__signature__ = signature  # type: ignore[attr-defined]
+    apply.__name__ = apply.__qualname__ = f"apply_tigon_kernel_to_{spec.name}"
+    apply.__module__ = "tigon.transformers"
+    norms = "\n".join(
+        f"        - ``{n}`` -> {_describe_norm(s)}: {s.why}" for n, s in spec.norms.items()
+    )
+    apply.__doc__ = (
+        f"Patches {spec.name} models ({spec.causal_lm}) with tigon's kernels.\n\n"
+        f"    Call it with ``model=None`` before building the model (replaces the classes of\n"
+        f"    ``{spec.module}``; checkpoints load unchanged), or pass an existing ``model``\n"
+        f"    (also PEFT-wrapped) to patch its modules in place.\n\n"
+        f"    Args:\n"
+        f"        rms_norm: replace every RMSNorm:\n{norms}\n"
+        f"        model: the model to patch in place, or None.\n\n"
+        f"    Returns:\n"
+        f"        ``{{patched module or class: what it is now}}``.\n\n"
+        f"    Raises:\n"
+        f"        TypeError: unknown keyword argument or non-bool flag.\n"
+        f"        RuntimeError: transformers' modeling code changed, or nothing to patch.\n"
+    )
+    return apply
+
+
+# --------------------------------------------------------------------------------------------
+# Reporting and undoing
+# --------------------------------------------------------------------------------------------
+
+
+def patched_modules(model: nn.Module) -> dict[str, str]:
+    """Every tigon module inside ``model``: ``{qualified name: what it is}``.
+
+    E.g. ``{"model.layers.0.input_layernorm": "tigon.nn.RMSNorm(llama)", ...}``; names include
+    wrapper prefixes (``base_model.model.`` under PEFT). Empty if nothing is patched.
+    """
+    out: dict[str, str] = {}
+    for name, module in model.named_modules():
+        what = describe_module(module)
+        if what is not None:
+            out[name] = what
+    return out
+
+
+def revert_patches(family: str | None = None) -> list[str]:
+    """Restores the HF classes replaced by ``apply_tigon_kernel_to_<family>(model=None)``.
+
+    Models built in the meantime keep their tigon modules. Returns the restored symbols.
+    """
+    names = (
+        {f.name: f for f in FAMILIES.values()}
+        if family is None
+        else {family_for_model_type(family).name: family_for_model_type(family)}
+    )
+    restored: list[str] = []
+    for spec in names.values():
+        module = sys.modules.get(spec.module)
+        for hf_name in spec.norms:
+            original = _ORIGINALS.get((spec.module, hf_name))
+            if module is None or original is None:
+                continue
+            current = getattr(module, hf_name, None)
+            if isinstance(current, type) and issubclass(current, _TigonHFRMSNorm):
+                setattr(module, hf_name, original)
+                restored.append(f"{spec.module}.{hf_name}")
+    return restored

@@ -1,0 +1,208 @@
+"""Helpers for the transformers patch and convergence tests: tiny configs, data, a training loop.
+
+Data is byte-level (vocab 256) text from examples/demo_corpus.txt, so the loss really goes down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+import tigon.transformers as tt
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "demo_corpus.txt"
+FAMILIES: list[str] = list(tt.FAMILIES)
+
+#: Shared by every tiny config: 2 layers, hidden 64, byte vocabulary.
+_COMMON: dict[str, Any] = {
+    "vocab_size": 256,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 64,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "rms_norm_eps": 1e-6,
+}
+
+#: Per family: what its defaults need changed for a tiny model (same in both runs).
+_EXTRA: dict[str, dict[str, Any]] = {
+    "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
+    "gemma2": {"attn_implementation": "eager"},  # attention soft-capping, as HF recommends
+    "gemma3_text": {"sliding_window": 16},  # exercise the local/global layer pattern at seq 32
+}
+
+
+def tiny_config(family: str, **overrides: Any) -> Any:
+    """A random-init-sized config of ``family`` (its own Config class, via AutoConfig)."""
+    from transformers import AutoConfig
+
+    kwargs = {**_COMMON, **_EXTRA.get(family, {}), **overrides}
+    attn = kwargs.pop("attn_implementation", None)
+    config = AutoConfig.for_model(family, **kwargs)
+    if attn is not None:
+        config._attn_implementation = attn
+    return config
+
+
+def build_model(
+    family: str,
+    *,
+    seed: int = 0,
+    tigon: str | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    **overrides: Any,
+) -> nn.Module:
+    """Builds a tiny causal LM of ``family``, seeded so every build starts from the same weights.
+
+    Args:
+        tigon: None (plain HF), ``"classes"`` (patch the classes, build, restore them) or
+            ``"instance"`` (build, then patch the model in place).
+    """
+    from transformers import AutoModelForCausalLM
+
+    config = tiny_config(family, **overrides)
+    ctx = patched_classes(family) if tigon == "classes" else contextlib.nullcontext()
+    with ctx:
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config)
+    if tigon == "instance":
+        tt.apply_tigon_kernel(family, model=model)
+    return model.to(device=device, dtype=dtype)
+
+
+@contextlib.contextmanager
+def patched_classes(family: str) -> Iterator[dict[str, str]]:
+    """``apply_tigon_kernel_to_<family>()`` for the duration of the block, then restored."""
+    try:
+        yield tt.apply_tigon_kernel(family)
+    finally:
+        tt.revert_patches(family)
+
+
+def hf_norm_names(model: nn.Module, family: str) -> set[str]:
+    """Qualified names of the modules of ``model`` that are the family's HF norm classes."""
+    spec = tt.FAMILIES[family]
+    wanted = {(spec.module, name) for name in spec.norms}
+    return {
+        n for n, m in model.named_modules() if (type(m).__module__, type(m).__qualname__) in wanted
+    }
+
+
+def corpus_batches(
+    n: int, batch: int, seq: int, *, seed: int = 1234, device: str = "cpu"
+) -> list[torch.Tensor]:
+    """``n`` batches ``[batch, seq]`` of byte ids, random windows of the corpus (seeded)."""
+    data = torch.frombuffer(bytearray(CORPUS.read_bytes()), dtype=torch.uint8).long()
+    gen = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, data.numel() - seq, (n, batch), generator=gen)
+    return [torch.stack([data[s : s + seq] for s in row]).to(device) for row in starts]
+
+
+@dataclass
+class RunResult:
+    """What one training run produced."""
+
+    losses: list[float]
+    #: Top-k log-probs (float32) of the final model on a held-out batch, ``[B, T, k]``.
+    eval_topk: torch.Tensor
+    params: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+def train(
+    model: nn.Module,
+    batches: list[torch.Tensor],
+    eval_batch: torch.Tensor,
+    *,
+    lr: float = 1e-3,
+    topk: int = 20,
+    compile: str | None = None,
+) -> RunResult:
+    """AdamW over ``batches`` (one step each, loss = HF's causal-LM loss), then an eval forward.
+
+    ``compile``: a torch.compile backend ("inductor", "aot_eager") for the whole model, or None.
+    """
+    model.train()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    step_model = torch.compile(model, backend=compile) if compile else model
+    losses = []
+    for ids in batches:
+        loss = step_model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    model.eval()
+    with torch.no_grad():
+        logits = step_model(input_ids=eval_batch).logits
+        topk_lp = torch.log_softmax(logits.float(), dim=-1).topk(topk, dim=-1).values
+    params = {n: p.detach().clone() for n, p in model.named_parameters()}
+    return RunResult(losses, topk_lp, params)
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """(atol, rtol) per compared quantity: |a - b| <= atol + rtol * |b|."""
+
+    loss: tuple[float, float]
+    logprobs: tuple[float, float]
+    params: tuple[float, float]
+
+
+def max_violation(
+    a: torch.Tensor, b: torch.Tensor, tol: tuple[float, float]
+) -> tuple[float, float]:
+    """(max |a - b|, max of |a - b| / (atol + rtol |b|)); the second must be <= 1 to pass."""
+    a64, b64 = a.double(), b.double()
+    diff = (a64 - b64).abs()
+    ratio = diff / (tol[0] + tol[1] * b64.abs())
+    return diff.max().item(), ratio.max().item()
+
+
+def assert_runs_close(
+    ref: RunResult, got: RunResult, tol: Tolerances, what: str
+) -> dict[str, float]:
+    """Asserts every step's loss, the eval top-k log-probs and every parameter agree.
+
+    Returns, per quantity, the max |difference| and the max ratio to the tolerance (<= 1).
+    """
+    worst: dict[str, float] = {}
+    loss_ref = torch.tensor(ref.losses, dtype=torch.float64)
+    loss_got = torch.tensor(got.losses, dtype=torch.float64)
+    worst["loss"], worst["loss_ratio"] = max_violation(loss_got, loss_ref, tol.loss)
+    step = int((loss_got - loss_ref).abs().argmax())
+    assert worst["loss_ratio"] <= 1, (
+        f"{what}: loss differs by {worst['loss']:.3g} at step {step} "
+        f"({ref.losses[step]!r} vs {got.losses[step]!r}); tolerance {tol.loss}"
+    )
+    worst["logprobs"], worst["logprobs_ratio"] = max_violation(
+        got.eval_topk, ref.eval_topk, tol.logprobs
+    )
+    assert worst["logprobs_ratio"] <= 1, (
+        f"{what}: eval top-k log-probs differ by {worst['logprobs']:.3g}; tolerance {tol.logprobs}"
+    )
+    assert ref.params.keys() == got.params.keys(), f"{what}: parameter names differ"
+    worst["params"] = worst["params_ratio"] = 0.0
+    for name, p_ref in ref.params.items():
+        diff, ratio = max_violation(got.params[name].float(), p_ref.float(), tol.params)
+        worst["params"] = max(worst["params"], diff)
+        worst["params_ratio"] = max(worst["params_ratio"], ratio)
+        assert ratio <= 1, f"{what}: parameter {name} differs by {diff:.3g}; tolerance {tol.params}"
+    return worst
+
+
+def clone_model(model: nn.Module) -> nn.Module:
+    """A deep copy (same weights, independent parameters)."""
+    return copy.deepcopy(model)
