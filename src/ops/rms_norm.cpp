@@ -11,7 +11,6 @@
 namespace tigon {
 namespace {
 
-
 constexpr const char* kFwd = "rms_norm_fwd";
 constexpr const char* kBwd = "rms_norm_bwd";
 
