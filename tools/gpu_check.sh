@@ -4,6 +4,7 @@
 # a one-screen summary. Logs and results go to $OUT (or ./gpu_check_out).
 #   GPU_CHECK_BENCH=quick|full|none (default full)   GPU_CHECK_SANITIZER=0 to skip the sanitizer
 #   GPU_CHECK_PIP=1 also checks `pip install .`        CUDA_ARCH (default: this GPU's, e.g. 90)
+#   GPU_CHECK_PYTEST_ARGS="-m gpu" narrows pytest        GPU_CHECK_E2E=1 adds the training benchmark
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${OUT:-$PWD/gpu_check_out}
@@ -45,6 +46,19 @@ configure_and_build() {
     cmake --build "$BUILD" -j "$JOBS"
 }
 
+# The torch module must link the shared libstdc++ torch uses (see bindings/torch/CMakeLists.txt).
+link_check() {
+  local so
+  so=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1)
+  readelf -d "$so" | grep NEEDED
+  readelf -d "$so" | grep -q 'libstdc++' || {
+    echo "error: $so does not link libstdc++ dynamically; link command and flags:"
+    ninja -C "$BUILD" -t commands "${so#"$BUILD"/}" | tail -1
+    env | grep -iE '^(LDFLAGS|CXXFLAGS|CFLAGS|CXX|CC)='
+    return 1
+  }
+}
+
 ctest_cpu() { ctest --test-dir "$BUILD" -L cpu -j "$JOBS" --output-on-failure; }
 ctest_gpu() { ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300; }
 
@@ -56,21 +70,30 @@ sanitizer() {
 
 pytest_all() {
   TIGON_TORCH_LIBRARY=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1) PYTHONPATH=python \
-    "$PY" -m pytest tests/python -q -rs -p no:cacheprovider --timeout 900
+    "$PY" -m pytest tests/python -q -rs -p no:cacheprovider --timeout 900 ${GPU_CHECK_PYTEST_ARGS:-}
 }
 
 pip_install() { "$PY" -m pip install --no-build-isolation --no-deps -v . -Ccmake.define.CMAKE_CUDA_ARCHITECTURES="$ARCH" &&
   (cd /tmp && "$PY" -c 'import tigon; assert tigon.has_cuda_kernels(); print("installed tigon", tigon.__version__, "with CUDA kernels")'); }
 
+# Every op's benchmark (the end-to-end training benchmark only with GPU_CHECK_E2E=1); results
+# (CSV/JSON/PNG) go into the logs archive.
 bench() {
-  local mode=${GPU_CHECK_BENCH:-full} args=()
+  local mode=${GPU_CHECK_BENCH:-full} args=() rc=0 script name
   [ "$mode" = quick ] && args=(--quick)
-  TIGON_TORCH_LIBRARY=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1) PYTHONPATH=python \
-    "$PY" benchmarks/python/bench_rms_norm.py --device cuda --out "$OUT_DIR" "${args[@]}"
+  for script in benchmarks/python/bench_*.py; do
+    name=$(basename "$script" .py)
+    [ "$name" = bench_e2e_train ] && [ "${GPU_CHECK_E2E:-0}" != 1 ] && continue
+    echo "=== $name"
+    TIGON_TORCH_LIBRARY=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1) PYTHONPATH=python \
+      "$PY" "$script" --device cuda --out "$LOGS/results" "${args[@]}" || { rc=1; echo "FAILED: $name"; }
+  done
+  return $rc
 }
 
 step info info
 if step build configure_and_build; then
+  step link-check link_check
   step ctest-cpu ctest_cpu
   step ctest-gpu ctest_gpu
   [ "${GPU_CHECK_SANITIZER:-1}" = 1 ] && step sanitizer sanitizer
@@ -82,6 +105,6 @@ fi
 echo
 echo "== tigon gpu_check: $(head -2 "$LOGS/info.log" | tail -1) =="
 printf '%s\n' "${summary[@]}"
-[ -f "$LOGS/bench.log" ] && sed -n '/copy ceiling (this run)/,$p' "$LOGS/bench.log" | head -40
+[ -f "$LOGS/bench.log" ] && grep -E "^=== |copy ceiling|FAILED" "$LOGS/bench.log"
 tar -C "$OUT_DIR" -czf "$OUT_DIR/logs.tgz" logs && rm -rf "$LOGS"
 ! printf '%s\n' "${summary[@]}" | grep -q " FAIL "

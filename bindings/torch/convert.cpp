@@ -2,8 +2,6 @@
 
 #include <c10/core/ScalarType.h>
 
-#include <sstream>
-
 namespace tigon::torch_binding {
 namespace {
 
@@ -18,17 +16,30 @@ std::optional<DType> to_dtype(at::ScalarType t) {
 
 }  // namespace
 
+// Messages are built by concatenation, not with iostreams (c10::str): formatting through an
+// ostream is what crashed when a toolchain linked a second, static libstdc++ into this module.
 std::string argument_message(std::string_view op, std::string_view arg, std::string_view expected,
                              std::string_view got) {
-  std::ostringstream s;
-  s << "tigon::" << op << ": argument '" << arg << "': expected " << expected << ", got " << got;
-  return s.str();
+  std::string s = "tigon::";
+  s.append(op).append(": argument '").append(arg).append("': expected ");
+  s.append(expected).append(", got ").append(got);
+  return s;
+}
+
+std::string int_list(c10::IntArrayRef values) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(values[i]);
+  }
+  return s + "]";
 }
 
 TensorView to_view(const at::Tensor& t, std::string_view op, std::string_view arg) {
   TORCH_CHECK_VALUE(t.defined(), argument_message(op, arg, "a defined tensor", "an undefined one"));
   TORCH_CHECK_VALUE(t.layout() == at::kStrided,
-                    argument_message(op, arg, "a strided (dense) tensor", c10::str(t.layout())));
+                    argument_message(op, arg, "a strided (dense) tensor",
+                                     "a sparse or other non-strided layout"));
   const std::optional<DType> dtype = to_dtype(t.scalar_type());
   TORCH_CHECK_TYPE(dtype.has_value(),
                    argument_message(op, arg, "dtype float32, float16 or bfloat16",
@@ -66,7 +77,7 @@ at::ScalarType to_scalar_type(DType dtype) {
     case DType::kFloat16: return at::kHalf;
     case DType::kBFloat16: return at::kBFloat16;
   }
-  TORCH_CHECK(false, "tigon: unknown DType ", static_cast<int>(dtype));
+  TORCH_CHECK(false, "tigon: unknown DType " + std::to_string(static_cast<int>(dtype)));
 }
 
 bool has_row_layout(const at::Tensor& t) {

@@ -20,6 +20,9 @@ namespace tigon::torch_binding {
 std::string argument_message(std::string_view op, std::string_view arg, std::string_view expected,
                              std::string_view got);
 
+// "[a, b, c]": sizes and strides for error messages.
+std::string int_list(c10::IntArrayRef values);
+
 // A view of `t` (strided, float32/float16/bfloat16, on the CPU or a CUDA device, at most
 // TensorView::kMaxDims dimensions). Throws c10::TypeError / c10::ValueError naming `arg` otherwise.
 TensorView to_view(const at::Tensor& t, std::string_view op, std::string_view arg);

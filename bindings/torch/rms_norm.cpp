@@ -124,7 +124,7 @@ at::Tensor rms_norm_bwd_inplace(const at::Tensor& dy, const at::Tensor& x,
                     argument_message(kBwdInplace, "dy",
                                      "unit stride in the last dimension and leading dimensions "
                                      "that collapse to one row stride (dx is written into dy)",
-                                     "strides " + c10::str(dy.strides())));
+                                     "strides " + int_list(dy.strides())));
   return run_backward(kBwdInplace, params, dy, x, weight, rstd, dy, stream);
 }
 

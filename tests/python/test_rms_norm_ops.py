@@ -396,6 +396,7 @@ def test_cuda_matches_cpu_backend() -> None:
         w = _weight(4097, "cpu", torch.bfloat16)
         y_cpu, rstd_cpu = OPS.rms_norm_fwd(x, w, EPS, 0.0, mode)
         y, rstd = OPS.rms_norm_fwd(x.cuda(), w.cuda(), EPS, 0.0, mode)
-        # Same formulas; the float32 sums may run in another order (an ulp of rstd).
+        # Same formulas; the float32 sums of 4097 squares run in another order on each backend,
+        # which moves rstd by a few ulps (4 were seen: 2.4e-7 relative), rarely y by one.
         assert_bitwise_mostly(y.cpu(), y_cpu, max_ulp=2)
-        torch.testing.assert_close(rstd.cpu(), rstd_cpu, rtol=2**-22, atol=0)
+        torch.testing.assert_close(rstd.cpu(), rstd_cpu, rtol=2**-19, atol=0)

@@ -63,8 +63,8 @@ __device__ __forceinline__ void grad_pack(const Pack<typename MathTraits<Math>::
 // A block (or cluster, sm_90) takes whole dW groups; row slot k of the block handles rows
 // k, k + rows_in_block, ... of the group and accumulates their dW terms in registers. At the end
 // of a group the slots' accumulators are added in slot order (through shared memory) into the
-// group's float32 partial row. Dynamic shared memory: rows_in_block * threads_per_row *
-// kBwdPacksPerThread * P floats when rows_in_block > 1 and there is a weight, else none.
+// group's float32 partial row. Dynamic shared memory: threads_per_row * kBwdPacksPerThread * P
+// floats when rows_in_block > 1 and there is a weight, else none.
 template <typename Math, int P>
 __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
   using T = MathTraits<Math>;
@@ -149,23 +149,28 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
           if (k < my_packs) store_pack<float, P>(partial_row + first_pack * P + k * stride, acc[k]);
         }
       } else {
-        // Element e of a slot's buffer is slice element e: local pack (k * group + lane), lane i.
-        const int slot_floats = group * K * P;
-        float* mine = slot_partials + slot * slot_floats;
+        // The slots add their accumulators into one shared slice row in slot order, so the sum is
+        // ((slot 0 + slot 1) + slot 2) + ...; the last slot stores the total. Element e of the
+        // buffer is local pack (k * group + lane), lane i, as in the registers.
+#pragma unroll 1
+        for (int q = 0; q < rows_in_block; ++q) {
+          if (slot == q) {
 #pragma unroll
-        for (int k = 0; k < K; ++k) {
+            for (int k = 0; k < K; ++k) {
+              float* shared = slot_partials + (k * group + lane) * P;
+              float total[P];
 #pragma unroll
-          for (int i = 0; i < P; ++i) mine[(k * group + lane) * P + i] = acc[k][i];
+              for (int i = 0; i < P; ++i) total[i] = q == 0 ? acc[k][i] : shared[i] + acc[k][i];
+              if (q + 1 < rows_in_block) {
+#pragma unroll
+                for (int i = 0; i < P; ++i) shared[i] = total[i];
+              } else if (k < my_packs) {
+                store_pack<float, P>(partial_row + first_pack * P + k * stride, total);
+              }
+            }
+          }
+          __syncthreads();
         }
-        __syncthreads();
-        const int valid_floats = (end_pack - slice_begin) * P;
-        for (int e = static_cast<int>(threadIdx.x); e < valid_floats;
-             e += static_cast<int>(blockDim.x)) {
-          float total = slot_partials[e];
-          for (int q = 1; q < rows_in_block; ++q) total += slot_partials[q * slot_floats + e];
-          partial_row[static_cast<std::int64_t>(slice_begin) * P + e] = total;
-        }
-        __syncthreads();  // the buffer is rewritten at the end of the next group
       }
     }
   }

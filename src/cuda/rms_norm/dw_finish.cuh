@@ -12,7 +12,7 @@ namespace tigon::cuda::rms_norm {
 // threads per column each add every kFinishRows-th partial row in order, then those kFinishRows
 // sums are added in order. blockDim = (kFinishColumns, kFinishRows).
 inline constexpr int kFinishColumns = 32;
-inline constexpr int kFinishRows = 16;
+inline constexpr int kFinishRows = 32;  // partial rows summed in parallel per column
 
 template <typename W>
 __global__ void __launch_bounds__(kFinishColumns* kFinishRows)

@@ -38,7 +38,7 @@ __device__ __forceinline__ void normalize_pack(const Pack<typename MathTraits<Ma
 // per cluster of blocks (sm_90), for long ones. Blocks loop over row blocks, so any row count
 // works.
 template <typename Math, int P>
-__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const FwdParams p) {
   using T = MathTraits<Math>;
   using X = typename T::X;
   using W = typename T::W;

@@ -69,7 +69,7 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, cudaStream_t str
   p.hidden = a.hidden;
   p.eps = a.params.eps;
   p.offset = a.params.offset;
-  p.split = split_row(a.hidden / P, kFwdPacksPerThread, clusters);
+  p.split = split_row(a.hidden / P, fwd_policy(a.hidden, clusters, tuning()));
   if (p.split.two_pass) {
     launch_kernel(rms_norm_fwd_two_pass_kernel<Math, P>, std::min(a.rows, kMaxGridBlocks),
                   dim3(kTwoPassThreads), 0, 1, stream, p);
@@ -99,18 +99,18 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, cudaStream_t str
   p.rows = a.rows;
   p.hidden = a.hidden;
   p.offset = a.params.offset;
-  p.groups = dw_groups(a.rows, a.hidden);
-  p.split = split_row(a.hidden / P, kBwdPacksPerThread, clusters);
+  p.groups = dw_groups(a.rows, a.hidden, tuning());
+  p.split = split_row(a.hidden / P, bwd_policy(a.hidden, clusters, tuning()));
   // One CTA (or cluster) per dW group: which rows a group sums never depends on the grid.
   if (p.split.two_pass) {
     launch_kernel(rms_norm_bwd_two_pass_kernel<Math, P>, p.groups.groups, dim3(kTwoPassThreads), 0,
                   1, stream, p);
     return;
   }
-  const int rows_in_block = rows_per_block(p.split);
+  // Several rows a block: their dW accumulators meet in one shared row slice (bwd_kernels.cuh).
   const std::size_t slot_bytes =
-      T::kAffine && rows_in_block > 1
-          ? sizeof(float) * p.split.block_threads * kBwdPacksPerThread * P
+      T::kAffine && rows_per_block(p.split) > 1
+          ? sizeof(float) * p.split.threads_per_row * kBwdPacksPerThread * P
           : 0;
   launch_kernel(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
                 dim3(p.split.block_threads), slot_bytes, p.split.slices, stream, p);

@@ -14,11 +14,32 @@ namespace tigon::cuda::rms_norm {
 // x, dy and float32 dW accumulators, hence fewer per thread.
 inline constexpr int kFwdPacksPerThread = 8;
 inline constexpr int kBwdPacksPerThread = 4;
-inline constexpr int kMaxRowThreads = 512;         // launch bound of the register kernels
-inline constexpr int kSmallRowBlockThreads = 128;  // block size when a row needs <= 64 threads
-inline constexpr int kClusterSliceThreads = 256;   // past this many threads a row, split it (sm_90)
-inline constexpr int kMaxClusterSize = 8;          // the portable cluster size limit
-inline constexpr int kTwoPassThreads = 512;        // block size of the two-pass (huge row) kernels
+inline constexpr int kMaxRowThreads = 512;   // launch bound of the register kernels
+inline constexpr int kMaxClusterSize = 8;    // the portable cluster size limit
+inline constexpr int kTwoPassThreads = 512;  // block size of the two-pass (huge row) kernels
+
+// The launch choices that change speed only (and, for the backward, the fixed order in which dW
+// terms are added, which stays a function of the shape). The defaults come from tuning runs on
+// an H200 (docs/benchmarks.md); a developer can override any of them for one process through
+// TIGON_RMS_NORM_TUNING="key=value,..." (keys as named below), which tools/tune_rms_norm.py uses.
+struct Tuning {
+  int fwd_block_threads = 128;      // rows share a forward block up to this many threads
+  int bwd_block_threads = 128;      // same for the backward
+  int cluster_slice_threads = 512;  // past this many threads a row, split it over a cluster
+  bool clusters = true;             // use sm_90 clusters where the device has them
+  // Rows of at least this many elements take the streaming two-pass kernels.
+  std::int64_t fwd_two_pass_min_hidden = std::int64_t{1} << 62;
+  std::int64_t bwd_two_pass_min_hidden = std::int64_t{1} << 62;
+  // dW partial rows: at most max_dw_groups of them, each over at least min_rows_per_dw_group
+  // rows and min_elements_per_dw_group elements (partials stay a few percent of the traffic,
+  // and a CTA gets enough work to hide memory latency).
+  std::int64_t max_dw_groups = 512;
+  std::int64_t min_rows_per_dw_group = 8;
+  std::int64_t min_elements_per_dw_group = 8192;
+};
+
+// The process's tuning: the defaults above, or TIGON_RMS_NORM_TUNING's (read once; rms_norm.cu).
+const Tuning& tuning();
 
 // One row's share of threads. Threads [k * threads_per_row, (k + 1) * threads_per_row) of a block
 // work on row slot k; with slices > 1, a cluster of `slices` CTAs splits each row into column
@@ -41,19 +62,12 @@ struct DwGroups {
   std::int64_t groups = 0;
 };
 
-// At most kMaxDwGroups partial rows (bounded workspace and finishing cost), at least
-// kMinRowsPerDwGroup rows and kMinElementsPerDwGroup elements each (partials stay a few percent of
-// the traffic, and a CTA gets enough work to hide memory latency).
-inline constexpr std::int64_t kMaxDwGroups = 512;
-inline constexpr std::int64_t kMinRowsPerDwGroup = 16;
-inline constexpr std::int64_t kMinElementsPerDwGroup = 8192;
-
 inline constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-inline DwGroups dw_groups(std::int64_t rows, std::int64_t hidden) {
+inline DwGroups dw_groups(std::int64_t rows, std::int64_t hidden, const Tuning& t) {
   if (rows <= 0 || hidden <= 0) return {};
-  const std::int64_t per_group = std::max(
-      {ceil_div(rows, kMaxDwGroups), kMinRowsPerDwGroup, ceil_div(kMinElementsPerDwGroup, hidden)});
+  const std::int64_t per_group = std::max({ceil_div(rows, t.max_dw_groups), t.min_rows_per_dw_group,
+                                           ceil_div(t.min_elements_per_dw_group, hidden)});
   return {per_group, ceil_div(rows, per_group)};
 }
 
@@ -68,20 +82,29 @@ inline int row_threads_for(std::int64_t threads) {
   return static_cast<int>(ceil_div(threads, 32) * 32);
 }
 
+// What split_row needs to know besides the row length.
+struct SplitPolicy {
+  int packs_per_thread = 1;
+  int block_threads = 128;          // target block size when rows are short enough to share one
+  int cluster_slice_threads = 256;  // 0: no clusters
+  bool two_pass = false;            // stream the row (two-pass kernels) whatever its length
+};
+
 // Spreads `packs` packs per row over threads holding packs_per_thread packs each; rows longer than
-// kClusterSliceThreads threads are split over a cluster where clusters are available.
-inline RowSplit split_row(std::int64_t packs, int packs_per_thread, bool clusters) {
+// cluster_slice_threads threads are split over a cluster where clusters are available, and rows
+// still too long for registers are streamed by the two-pass kernels.
+inline RowSplit split_row(std::int64_t packs, const SplitPolicy& policy) {
   RowSplit split;
   split.packs = packs;
-  const std::int64_t threads = ceil_div(packs, packs_per_thread);
+  const std::int64_t threads = ceil_div(packs, policy.packs_per_thread);
   int slices = 1;
-  if (clusters) {
-    while (slices < kMaxClusterSize && ceil_div(threads, slices) > kClusterSliceThreads)
+  if (policy.cluster_slice_threads > 0) {
+    while (slices < kMaxClusterSize && ceil_div(threads, slices) > policy.cluster_slice_threads)
       slices *= 2;
   }
   const std::int64_t slice_packs = ceil_div(packs, slices);
-  const std::int64_t slice_threads = ceil_div(slice_packs, packs_per_thread);
-  if (slice_threads > kMaxRowThreads) {
+  const std::int64_t slice_threads = ceil_div(slice_packs, policy.packs_per_thread);
+  if (policy.two_pass || slice_threads > kMaxRowThreads) {
     split.two_pass = true;
     split.threads_per_row = kTwoPassThreads;
     split.block_threads = kTwoPassThreads;
@@ -90,8 +113,24 @@ inline RowSplit split_row(std::int64_t packs, int packs_per_thread, bool cluster
   split.slices = slices;
   split.slice_packs = static_cast<int>(slice_packs);
   split.threads_per_row = row_threads_for(slice_threads);
-  split.block_threads = split.threads_per_row <= 64 ? kSmallRowBlockThreads : split.threads_per_row;
+  // Several rows a block only without a cluster: a cluster reduces one row over its CTAs.
+  const int target = std::min(policy.block_threads, kMaxRowThreads);
+  split.block_threads = slices > 1 || split.threads_per_row >= target
+                            ? split.threads_per_row
+                            : target / split.threads_per_row * split.threads_per_row;
   return split;
+}
+
+inline SplitPolicy fwd_policy(std::int64_t hidden, bool clusters, const Tuning& t) {
+  return {kFwdPacksPerThread, t.fwd_block_threads,
+          clusters && t.clusters ? t.cluster_slice_threads : 0,
+          hidden >= t.fwd_two_pass_min_hidden};
+}
+
+inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& t) {
+  return {kBwdPacksPerThread, t.bwd_block_threads,
+          clusters && t.clusters ? t.cluster_slice_threads : 0,
+          hidden >= t.bwd_two_pass_min_hidden};
 }
 
 inline int rows_per_block(const RowSplit& split) {

@@ -42,7 +42,7 @@ bool clusters_available(int device) {
 }
 
 void finish_dw(const detail::RmsNormBwdArgs& a, cudaStream_t stream) {
-  const DwGroups groups = dw_groups(a.rows, a.hidden);
+  const DwGroups groups = dw_groups(a.rows, a.hidden, tuning());
   const std::int64_t tiles = std::min(ceil_div(a.hidden, kFinishColumns), kMaxGridBlocks);
   detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
     using W = typename decltype(w_tag)::type;
@@ -57,7 +57,7 @@ void finish_dw(const detail::RmsNormBwdArgs& a, cudaStream_t stream) {
 std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, bool has_weight,
                                         int /*device*/) {
   if (!has_weight) return 0;
-  return static_cast<std::size_t>(dw_groups(rows, hidden).groups) *
+  return static_cast<std::size_t>(dw_groups(rows, hidden, tuning()).groups) *
          static_cast<std::size_t>(hidden) * sizeof(float);
 }
 
