@@ -67,6 +67,22 @@ def time_ms(fn: Callable[[], object], device: str, reps: int, warmup: int = 3) -
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
+def time_ms_back_to_back(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
+    """Mean CUDA time of fn in ms over `reps` calls issued back to back, with no L2 flush: the
+    steady state of a kernel whose inputs may still sit in L2 (small shapes), and without the
+    write-back of a flush's dirty lines that `time_ms` charges to the first kernel after it."""
+    for _ in range(warmup):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / reps
+
+
 def copy_ceiling_gbps(device: str, reps: int) -> float:
     """Device-to-device copy bandwidth (bytes read + written) measured in this run."""
     n = (1 << 30) if device == "cuda" else (1 << 27)
