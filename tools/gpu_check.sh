@@ -67,6 +67,8 @@ bench() {
   [ "$mode" = quick ] && args=(--quick)
   TIGON_TORCH_LIBRARY=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1) PYTHONPATH=python \
     "$PY" benchmarks/python/bench_rms_norm.py --device cuda --out "$OUT_DIR" "${args[@]}"
+  TIGON_TORCH_LIBRARY=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1) PYTHONPATH=python \
+    "$PY" benchmarks/python/bench_glu.py --device cuda --out "$OUT_DIR" "${args[@]}"
 }
 
 step info info
