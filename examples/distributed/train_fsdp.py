@@ -24,6 +24,7 @@ os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -166,6 +167,9 @@ def local_batches(args: argparse.Namespace, rank: int, world: int) -> list[torch
 def train(args: argparse.Namespace, variant: str, device: torch.device) -> dict[str, Any]:
     """One run; returns this rank's measurements (losses are averaged over all ranks)."""
     rank, world = dist.get_rank(), dist.get_world_size()
+    if device.type == "cuda":
+        gc.collect()  # the previous variant's model, optimizer and DDP buckets
+        torch.cuda.empty_cache()
     model = build_model(args, variant, device)
     n_params = sum(p.numel() for p in model.parameters())
     step_model = wrap(args, model, device)
@@ -173,7 +177,6 @@ def train(args: argparse.Namespace, variant: str, device: torch.device) -> dict[
     batches = [b.to(device) for b in local_batches(args, rank, world)]
     autocast = args.wrap == "ddp" and args.dtype == "bf16"
     if device.type == "cuda":
-        torch.cuda.empty_cache()
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     losses: list[float] = []

@@ -182,13 +182,28 @@ def _check_rms_norm_placements(mesh: Any, device_type: str) -> None:
                     # Rows run where they are; the normalized dimension is gathered first.
                     local = placement if placement != Shard(2) else Replicate()
                     assert y.placements == (local,), (what, y.placements)
-                    y.backward(distribute_tensor(dy, mesh, [placement]))
+                    # A copy: the in-place backward writes dx into the gradient it is given.
+                    y.backward(distribute_tensor(dy.clone(), mesh, [placement]))
                     _close(y.full_tensor(), y_ref, f"y {what}")
                     _close(xd.grad.full_tensor(), dx_ref, f"dx {what}")
                     if has_weight:
                         partial = placement.is_shard() and placement != Shard(2)
                         assert wd.grad.placements == (Partial() if partial else Replicate(),)
                         _close_dw(wd.grad.full_tensor(), dw_ref, f"dw {what}")
+                if has_weight:
+                    _check_partial_input(mesh, x, weight, dy, y_ref, dw_ref)
+
+
+def _check_partial_input(mesh, x, weight, dy, y_ref, dw_ref):  # type: ignore[no-untyped-def]
+    """A Partial() input is reduced first (halving is exact, so the sum is x again)."""
+    from torch.distributed.tensor import DTensor, Partial, Replicate, distribute_tensor
+
+    xd = DTensor.from_local(x / 2, mesh, [Partial()])
+    wd = distribute_tensor(weight, mesh, [Replicate()]).requires_grad_()
+    y = tigon.ops.rms_norm(xd, wd, 1e-6)
+    _close(y.full_tensor(), y_ref, f"y Partial {x.dtype}")
+    y.backward(distribute_tensor(dy.clone(), mesh, y.placements))
+    _close_dw(wd.grad.full_tensor(), dw_ref, f"dw Partial {x.dtype}")
 
 
 def _check_sequence_parallel_module(mesh: Any, device_type: str) -> None:
