@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
+import warnings
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -154,7 +155,15 @@ class _LoaderThen(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
-        register_dtensor_sharding()
+        try:
+            register_dtensor_sharding()
+        except Exception as e:  # never break `import torch.distributed.tensor` itself
+            warnings.warn(
+                f"tigon: DTensor sharding strategies not registered ({type(e).__name__}: {e}); "
+                "tigon's operators will reject DTensor inputs",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
