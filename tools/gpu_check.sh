@@ -5,6 +5,7 @@
 #   GPU_CHECK_BENCH=quick|full|none (default full)   GPU_CHECK_SANITIZER=0 to skip the sanitizer
 #   GPU_CHECK_PIP=1 also checks `pip install .`        CUDA_ARCH (default: this GPU's, e.g. 90)
 #   GPU_CHECK_PYTEST_ARGS="-m gpu" narrows pytest        GPU_CHECK_E2E=1 adds the training benchmark
+#   GPU_CHECK_DIST=1 adds the 2-GPU FSDP2/DDP benchmark (examples/distributed/train_fsdp.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${OUT:-$PWD/gpu_check_out}
@@ -103,6 +104,21 @@ bench() {
   return $rc
 }
 
+# Multi-GPU training, HF vs tigon (docs/benchmarks.md), with GPU_CHECK_DIST=1 on >= 2 GPUs.
+dist_bench() {
+  local n cfg
+  n=$(nvidia-smi -L | wc -l)
+  [ "$n" -ge 2 ] || { echo "needs 2 GPUs, found $n"; return 1; }
+  mkdir -p "$LOGS/results"
+  for cfg in "fsdp" "fsdp --grad-ckpt" "ddp"; do
+    echo "=== dist $cfg"
+    TIGON_TORCH_LIBRARY=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1) PYTHONPATH=python \
+      "$PY" -m torch.distributed.run --standalone --nproc-per-node 2 \
+      examples/distributed/train_fsdp.py --compare --model-size 1b --seq 2048 --batch 4 \
+      --steps 30 --wrap $cfg --out "$LOGS/results/dist_${cfg// /_}.json" || return 1
+  done
+}
+
 step info info
 if step build configure_and_build; then
   step link-check link_check
@@ -112,11 +128,13 @@ if step build configure_and_build; then
   step pytest pytest_all
   [ "${GPU_CHECK_PIP:-0}" = 1 ] && step pip-install pip_install
   [ "${GPU_CHECK_BENCH:-full}" != none ] && step bench bench
+  [ "${GPU_CHECK_DIST:-0}" = 1 ] && step dist-bench dist_bench
 fi
 
 echo
 echo "== tigon gpu_check: $(head -2 "$LOGS/info.log" | tail -1) =="
 printf '%s\n' "${summary[@]}"
 [ -f "$LOGS/bench.log" ] && grep -E "^=== |copy ceiling|FAILED" "$LOGS/bench.log"
+[ -f "$LOGS/dist-bench.log" ] && grep -E "^=== |tok/s over|loss agreement" "$LOGS/dist-bench.log"
 tar -C "$OUT_DIR" -czf "$OUT_DIR/logs.tgz" logs && rm -rf "$LOGS"
 ! printf '%s\n' "${summary[@]}" | grep -q " FAIL "

@@ -13,7 +13,11 @@ from tigon._load import load_library
 
 load_library()
 
+from tigon import distributed as _distributed  # noqa: E402
 from tigon import nn, ops  # noqa: E402  (the operators must be loaded first)
+
+# DTensor sharding strategies: registered now if DTensor is loaded, else when it is imported.
+_distributed.install()
 
 __version__: str = torch.ops.tigon.version()
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from tigon.distributed import runs_locally_in_place
+
 __all__ = ["CASTING_MODES", "rms_norm"]
 
 #: Where the forward rounds to the input dtype: ``"llama"`` (HF LlamaRMSNorm: normalize in
@@ -96,8 +98,14 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor
 
 
 def _can_write_dx_into(dy: torch.Tensor, x: torch.Tensor) -> bool:
-    """dx may overwrite dy's buffer: same dtype, dense, and dy is not part of a graph."""
-    return dy.dtype == x.dtype and dy.is_contiguous() and not dy.requires_grad
+    """dx may overwrite dy's buffer: same dtype, dense, dy is not part of a graph, and (DTensor)
+    dy's shards are normalized where they are."""
+    return (
+        dy.dtype == x.dtype
+        and dy.is_contiguous()
+        and not dy.requires_grad
+        and runs_locally_in_place(dy)
+    )
 
 
 def _backward(ctx: Any, dy: torch.Tensor, _drstd: torch.Tensor | None) -> tuple[Any, ...]:
