@@ -5,4 +5,5 @@
 #include "tigon/dtype.h"
 #include "tigon/error.h"
 #include "tigon/ops/rms_norm.h"
+#include "tigon/ops/rope.h"
 #include "tigon/tensor.h"

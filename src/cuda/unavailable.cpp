@@ -1,6 +1,7 @@
 // Compiled instead of the CUDA backend when tigon is built without it. The validation layer
 // rejects CUDA tensors first (kBackendUnavailable); these bodies are the last line of defence.
 #include "ops/rms_norm_args.h"
+#include "ops/rope_args.h"
 #include "tigon/error.h"
 
 namespace tigon::cuda {
@@ -13,5 +14,6 @@ namespace {
 std::size_t rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, bool, int) { unavailable(); }
 void rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavailable(); }
 void rms_norm_bwd(const detail::RmsNormBwdArgs&, int, void*) { unavailable(); }
+void rope(const detail::RopeArgs&, int, void*) { unavailable(); }
 
 }  // namespace tigon::cuda
