@@ -111,7 +111,6 @@ def _backward(ctx: Any, dq_embed: torch.Tensor, dk_embed: torch.Tensor) -> tuple
         ctx.in_place
         and _can_write_into(dq_embed, ctx.dtype)
         and _can_write_into(dk_embed, ctx.dtype)
-        and dq_embed.data_ptr() != dk_embed.data_ptr()
     ):
         torch.ops.tigon.rope_bwd_inplace(dq_embed, dk_embed, cos, sin, ctx.unsqueeze_dim)
         dq, dk = dq_embed, dk_embed
