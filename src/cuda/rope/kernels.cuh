@@ -52,7 +52,9 @@ __global__ void __launch_bounds__(256) rope_kernel(const KernelParams p) {
        item += grid_stride) {
     Index local = item;
     const bool second = p.count == 2 && local >= static_cast<Index>(p.tensors[0].items);
-    const KernelTensor& t = p.tensors[second ? 1 : 0];
+    // A select between two constant-bank structs, not a dynamic index (which would spill the
+    // parameters to local memory).
+    const KernelTensor t = second ? p.tensors[1] : p.tensors[0];
     if (second) local -= static_cast<Index>(p.tensors[0].items);
 
     const Index row_items = static_cast<Index>(t.row_items);
