@@ -6,4 +6,5 @@
 #include "tigon/error.h"
 #include "tigon/ops/glu.h"
 #include "tigon/ops/rms_norm.h"
+#include "tigon/ops/rope.h"
 #include "tigon/tensor.h"

@@ -2,6 +2,7 @@
 // rejects CUDA tensors first (kBackendUnavailable); these bodies are the last line of defence.
 #include "ops/glu_args.h"
 #include "ops/rms_norm_args.h"
+#include "ops/rope_args.h"
 #include "tigon/error.h"
 
 namespace tigon::cuda {
@@ -16,5 +17,6 @@ void rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavailable(); }
 void rms_norm_bwd(const detail::RmsNormBwdArgs&, int, void*) { unavailable(); }
 void glu_fwd(const detail::GluFwdArgs&, int, void*) { unavailable(); }
 void glu_bwd(const detail::GluBwdArgs&, int, void*) { unavailable(); }
+void rope(const detail::RopeArgs&, int, void*) { unavailable(); }
 
 }  // namespace tigon::cuda
