@@ -1,5 +1,23 @@
 """Modules: drop-in replacements for the Hugging Face transformers modules."""
 
+from tigon.nn.glu import (
+    GLUMLP,
+    GeGLUMLP,
+    Phi3SwiGLUMLP,
+    SwiGLUMLP,
+    glu_experts_apply_gate,
+    glu_experts_forward,
+    use_tigon_experts,
+)
 from tigon.nn.rms_norm import RMSNorm
 
-__all__ = ["RMSNorm"]
+__all__ = [
+    "GLUMLP",
+    "GeGLUMLP",
+    "Phi3SwiGLUMLP",
+    "RMSNorm",
+    "SwiGLUMLP",
+    "glu_experts_apply_gate",
+    "glu_experts_forward",
+    "use_tigon_experts",
+]

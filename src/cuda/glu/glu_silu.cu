@@ -1,0 +1,6 @@
+// The SwiGLU kernels (one translation unit per activation: parallel compilation).
+#include "cuda/glu/launch.cuh"
+
+namespace tigon::cuda::glu {
+TIGON_GLU_ACTIVATION(, GluActivation::kSilu)
+}  // namespace tigon::cuda::glu
