@@ -30,8 +30,18 @@ def require(*names: str) -> None:
 
 
 def glu(kind: str, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """``act(gate) * up`` with ``kind`` ``"swiglu"`` (silu) or ``"geglu"`` (tanh GELU)."""
-    return _op(kind)(gate, up)
+    """``act(gate) * up`` with ``kind`` ``"swiglu"`` (silu) or ``"geglu"`` (tanh GELU).
+
+    ``in_place``: the backward writes the gradients into gate's and up's buffers. Safe here: they
+    are fresh projection outputs that nothing else reads (a Linear's backward needs its input,
+    not its output).
+    """
+    return _op(kind)(gate, up, in_place=True)
+
+
+def glu_packed(kind: str, gate_up: torch.Tensor) -> torch.Tensor:
+    """``gate, up = gate_up.chunk(2, -1); act(gate) * up`` without copies (Phi3, MoE experts)."""
+    return _op(f"{kind}_packed")(gate_up, in_place=True)
 
 
 def rope(

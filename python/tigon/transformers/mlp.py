@@ -64,13 +64,11 @@ def _split_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
 
 
 def _fused_forward(self: Any, hidden_states: torch.Tensor) -> torch.Tensor:
-    gate, up = self.gate_up_proj(hidden_states).chunk(2, dim=-1)  # row-strided views, no copy
-    return self.down_proj(_ops.glu(self.tigon_spec.kind, gate, up))
+    return self.down_proj(_ops.glu_packed(self.tigon_spec.kind, self.gate_up_proj(hidden_states)))
 
 
 def _apply_gate(self: Any, gate_up_out: torch.Tensor) -> torch.Tensor:
-    gate, up = gate_up_out.chunk(2, dim=-1)
-    return _ops.glu(self.tigon_spec.kind, gate, up)
+    return _ops.glu_packed(self.tigon_spec.kind, gate_up_out)
 
 
 def _make_experts_forward(hf_cls: type) -> Any:
@@ -136,19 +134,20 @@ def _build_class(family: FamilySpec, hf_cls: type) -> type:
 def _original(family: FamilySpec) -> type:
     spec = family.mlp
     assert spec is not None
-    key = (family.module, spec.cls)
-    if key in _ORIGINALS:
-        return _ORIGINALS[key]
-    return module_class(family, import_family_module(family), spec.cls)
+    current = module_class(family, import_family_module(family), spec.cls)
+    if issubclass(current, TigonGLU):
+        return _ORIGINALS[(family.module, spec.cls)]
+    return current
 
 
 def tigon_class(family: FamilySpec) -> type:
     """The tigon class standing in for the family's MLP class (built once)."""
     spec = family.mlp
     assert spec is not None
+    hf_cls = _original(family)
     key = (family.module, spec.cls)
-    if key not in _CLASSES:
-        _CLASSES[key] = _build_class(family, _original(family))
+    if key not in _CLASSES or _CLASSES[key].__bases__[0] is not hf_cls:
+        _CLASSES[key] = _build_class(family, hf_cls)
     return _CLASSES[key]
 
 
