@@ -83,6 +83,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "from more, and a busy machine slows oversubscribed threads badly)",
     )
     p.add_argument("--log-every", type=int, help="progress line every N steps (default steps/10)")
+    p.add_argument(
+        "--kernels",
+        default="all",
+        help="tigon kernels: 'all' (the family's defaults: RMSNorm, RoPE, SwiGLU/GeGLU, fused "
+        "linear cross-entropy) or a comma list, e.g. rms_norm,rope,swiglu,cross_entropy",
+    )
     p.add_argument("--out", type=Path, default=Path("demo_out"))
     p.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     p.add_argument("--result", type=Path, help=argparse.SUPPRESS)
@@ -150,6 +156,20 @@ def batches(args: argparse.Namespace) -> list[Any]:
     return [torch.stack([data[s : s + args.seq] for s in row]) for row in starts]
 
 
+def kernel_flags(args: argparse.Namespace) -> dict[str, bool]:
+    """--kernels as apply_tigon_kernel flags: the listed ones on, every other one off."""
+    from tigon.transformers import kernel_flags as accepted
+
+    if args.kernels == "all":
+        return {}
+    wanted = {k.strip() for k in args.kernels.split(",") if k.strip()}
+    flags = accepted(args.family)
+    unknown = wanted - set(flags)
+    if unknown:
+        sys.exit(f"--kernels: {sorted(unknown)} not among {args.family}'s: {', '.join(flags)}")
+    return {k: k in wanted for k in flags}
+
+
 def _rss_bytes() -> int:
     """Current resident set size (Linux /proc; 0 where unavailable)."""
     try:
@@ -177,7 +197,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     config = build_config(args)
     if args.worker == "tigon":
         # The usual way: patch the family's classes, then build (or load) the model.
-        tt.apply_tigon_kernel(args.family)
+        tt.apply_tigon_kernel(args.family, **kernel_flags(args))
     torch.manual_seed(args.seed)
     model = AutoModelForCausalLM.from_config(config).to(device=device, dtype=dtype)
     patched = tt.patched_modules(model)
@@ -245,7 +265,7 @@ def run_variant(args: argparse.Namespace, variant: str, argv: list[str]) -> dict
         cmd += ["--worker", variant, "--result", str(result)]
         cmd += ["--device", args.device, "--size", args.size, "--steps", str(args.steps)]
         cmd += ["--dtype", args.dtype, "--batch", str(args.batch), "--seq", str(args.seq)]
-        cmd += ["--threads", str(args.threads)]
+        cmd += ["--threads", str(args.threads), "--kernels", args.kernels]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRANSFORMERS_VERBOSITY": "error"}
         proc = subprocess.run(cmd, env=env, check=False)
         if proc.returncode != 0:

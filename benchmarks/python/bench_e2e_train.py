@@ -12,7 +12,8 @@ gradients, optimizer state and activations), and writes JSON and CSV.
     python benchmarks/python/bench_e2e_train.py --quick             # smoke test (2 layers, seq 1024)
     python benchmarks/python/bench_e2e_train.py --device cpu --quick  # CPU smoke test (tiny sizes)
 
-tigon grows here as later ops are wired into apply_tigon_kernel_to_llama (today: RMSNorm).
+The tigon rows use every kernel of apply_tigon_kernel_to_llama by default (RMSNorm, RoPE, SwiGLU,
+fused linear cross-entropy: no [tokens, vocab] logits in training); --kernels picks a subset.
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, help="untimed first steps (default 5; 8 with --compile)")
     p.add_argument("--compile", action="store_true", help="also torch.compile(model) rows")
     p.add_argument("--providers", nargs="+", choices=sorted(LABELS), help="default: hf tigon")
+    p.add_argument(
+        "--kernels",
+        default="all",
+        help="tigon kernels: 'all' (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy) or a "
+        "comma list of apply_tigon_kernel_to_llama flags, e.g. rms_norm,rope,swiglu",
+    )
     p.add_argument("--quick", action="store_true", help="smoke test: small sizes, few steps")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--out", type=Path, default=Path("bench_results"))
@@ -98,7 +105,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     on_gpu = device.type == "cuda"
     dtype = torch.bfloat16
     if spec["provider"].startswith("tigon"):
-        tt.apply_tigon_kernel_to_llama()
+        wanted = spec["kernels"]
+        flags = {} if wanted == "all" else {k: k in wanted for k in tt.kernel_flags("llama")}
+        tt.apply_tigon_kernel_to_llama(**flags)
     config = LlamaConfig(
         vocab_size=spec["vocab"],
         hidden_size=spec["hidden"],
@@ -210,6 +219,7 @@ def main(argv: list[str] | None = None) -> None:
         base: dict[str, Any] | None = None
         for provider in args.providers:
             spec = {**shape, "provider": provider, "batch": batch, "device": args.device}
+            spec["kernels"] = args.kernels if args.kernels == "all" else args.kernels.split(",")
             spec |= {"steps": args.steps, "warmup": args.warmup}
             result = run(spec)
             row = {"batch": batch, "provider": LABELS[provider], **result}

@@ -56,11 +56,29 @@ def tiny_config(family: str, **overrides: Any) -> Any:
     return config
 
 
+def only(family: str, *names: str) -> dict[str, bool]:
+    """Kernel flags of ``family`` with only ``names`` on (the others explicitly off)."""
+    return {k: k in names for k in tt.kernel_flags(family)}
+
+
+#: Named kernel selections for the tests: "all" = the defaults (fused linear cross-entropy),
+#: "ce" = every kernel with the unfused cross-entropy, "norms" = RMSNorm only.
+def kernel_set(family: str, name: str) -> dict[str, bool]:
+    if name == "all":
+        return {}
+    if name == "ce":
+        return {"cross_entropy": True}
+    if name == "norms":
+        return only(family, "rms_norm")
+    raise ValueError(name)
+
+
 def build_model(
     family: str,
     *,
     seed: int = 0,
     tigon: str | None = None,
+    kernels: dict[str, bool] | None = None,
     dtype: torch.dtype = torch.float32,
     device: str = "cpu",
     **overrides: Any,
@@ -68,26 +86,30 @@ def build_model(
     """Builds a tiny causal LM of ``family``, seeded so every build starts from the same weights.
 
     Args:
-        tigon: None (plain HF), ``"classes"`` (patch the classes, build, restore them) or
-            ``"instance"`` (build, then patch the model in place).
+        tigon: None (plain HF), ``"classes"`` (patch the classes, then build) or ``"instance"``
+            (build, then patch the model in place). RoPE and the class-level loss patches are
+            process-wide: a plain-HF reference must run before (or after reverting), and the
+            caller reverts (the tests' autouse fixtures call ``revert_patches()``).
+        kernels: the kernel flags (default: the apply function's defaults, every kernel).
     """
     from transformers import AutoModelForCausalLM
 
+    kernels = kernels or {}
     config = tiny_config(family, **overrides)
-    ctx = patched_classes(family) if tigon == "classes" else contextlib.nullcontext()
-    with ctx:
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config)
+    if tigon == "classes":
+        tt.apply_tigon_kernel(family, **kernels)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config)
     if tigon == "instance":
-        tt.apply_tigon_kernel(family, model=model)
+        tt.apply_tigon_kernel(family, model=model, **kernels)
     return model.to(device=device, dtype=dtype)
 
 
 @contextlib.contextmanager
-def patched_classes(family: str) -> Iterator[dict[str, str]]:
-    """``apply_tigon_kernel_to_<family>()`` for the duration of the block, then restored."""
+def patched_classes(family: str, **kernels: bool) -> Iterator[dict[str, str]]:
+    """``apply_tigon_kernel_to_<family>(**kernels)`` for the duration of the block, then restored."""
     try:
-        yield tt.apply_tigon_kernel(family)
+        yield tt.apply_tigon_kernel(family, **kernels)
     finally:
         tt.revert_patches(family)
 

@@ -1,9 +1,14 @@
 """Convergence: 32 AdamW steps of a tiny model of every family, Hugging Face as is vs tigon-patched.
 
 Same seed, same data (byte-level text), same optimizer. Compared: every step's loss, the final
-model's top-k log-probs on a held-out batch, and every parameter. Variants: plain (classes
-replaced before construction), gradient checkpointing (model patched in place), torch.compile of
-the whole model, and a PEFT LoRA-wrapped model patched through the wrapper.
+model's top-k log-probs on a held-out batch (eval mode: the fused loss returns no logits in
+training), and every parameter. Kernels: every kernel with the fused linear cross-entropy (the
+defaults, "all") and with the unfused cross-entropy ("ce"). Variants: plain (classes replaced
+before construction), gradient checkpointing (model patched in place), torch.compile of the whole
+model, and a PEFT LoRA-wrapped model patched through the wrapper.
+
+RoPE and the class-level loss patches are process-wide, so every test trains the plain-HF
+reference first and patches afterwards.
 
 float32 on the CPU (CI; the plain variant also in bfloat16); float32 and bfloat16 on a GPU (marker
 ``gpu``).
@@ -27,6 +32,7 @@ from convergence_utils import (  # noqa: E402
     assert_runs_close,
     build_model,
     corpus_batches,
+    kernel_set,
     train,
 )
 
@@ -93,12 +99,18 @@ def _data(device: str) -> tuple[list[torch.Tensor], torch.Tensor]:
     return batches, eval_batch
 
 
-def _assert_same_start(hf: torch.nn.Module, ours: torch.nn.Module) -> None:
-    ref = dict(hf.named_parameters())
+def _assert_same_start(ref: dict[str, torch.Tensor], ours: torch.nn.Module) -> None:
     got = dict(ours.named_parameters())
     assert ref.keys() == got.keys()
     for name, p in ref.items():
         assert torch.equal(p, got[name]), f"initial {name} differs: the runs must start equal"
+
+
+def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+KERNEL_SETS = ["all", "ce"]
 
 
 def _assert_learned(run: RunResult, by: float = 0.3) -> None:
@@ -110,20 +122,25 @@ def _assert_learned(run: RunResult, by: float = 0.3) -> None:
     # bf16 on the CPU as well: the casting modes matter most in bf16, and CI has no GPU.
     [*DEVICE_DTYPES, pytest.param("cpu", torch.bfloat16, id="cpu-bf16")],
 )
+@pytest.mark.parametrize("kernels", KERNEL_SETS)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_convergence(family: str, device: str, dtype: torch.dtype) -> None:
+def test_convergence(family: str, kernels: str, device: str, dtype: torch.dtype) -> None:
     """Classes replaced before construction (the usual way), vs plain HF."""
     _check_device(device)
     batches, eval_batch = _data(device)
     hf = build_model(family, dtype=dtype, device=device)
-    ours = build_model(family, tigon="classes", dtype=dtype, device=device)
-    assert tt.patched_modules(ours) and not tt.patched_modules(hf)
-    _assert_same_start(hf, ours)
+    start = _snapshot(hf)
     ref = train(hf, batches, eval_batch, lr=LR[dtype])
+    flags = kernel_set(family, kernels)
+    ours = build_model(family, tigon="classes", kernels=flags, dtype=dtype, device=device)
+    # hf now reports the process-wide kernels (RoPE, the loss) too; only ours has tigon modules.
+    assert len(tt.patched_modules(ours)) > len(tt.patched_modules(hf))
+    _assert_same_start(start, ours)
     got = train(ours, batches, eval_batch, lr=LR[dtype])
     _assert_learned(ref)
-    worst = assert_runs_close(ref, got, _tolerances(dtype), f"{family} {device} {dtype}")
-    print(f"{family} {device} {dtype}: {_fmt(worst)}")
+    what = f"{family} {kernels} {device} {dtype}"
+    worst = assert_runs_close(ref, got, _tolerances(dtype), what)
+    print(f"{what}: {_fmt(worst)}")
 
 
 @pytest.mark.parametrize(("device", "dtype"), DEVICE_DTYPES)
@@ -133,10 +150,10 @@ def test_convergence_gradient_checkpointing(family: str, device: str, dtype: tor
     _check_device(device)
     batches, eval_batch = _data(device)
     hf = build_model(family, dtype=dtype, device=device)
-    ours = build_model(family, tigon="instance", dtype=dtype, device=device)
-    for model in (hf, ours):
-        model.gradient_checkpointing_enable()
+    hf.gradient_checkpointing_enable()
     ref = train(hf, batches, eval_batch, lr=LR[dtype])
+    ours = build_model(family, tigon="instance", dtype=dtype, device=device)
+    ours.gradient_checkpointing_enable()
     got = train(ours, batches, eval_batch, lr=LR[dtype])
     worst = assert_runs_close(
         ref, got, _tolerances(dtype), f"{family} checkpointing {device} {dtype}"
@@ -176,8 +193,9 @@ def test_convergence_torch_compile(
     torch._dynamo.reset()
     batches, eval_batch = _data(device)
     hf = build_model(family, dtype=dtype, device=device)
-    ours = build_model(family, tigon="classes", dtype=dtype, device=device)
     ref = train(hf, batches, eval_batch, lr=LR[dtype], compile=backend)
+    torch._dynamo.reset()
+    ours = build_model(family, tigon="classes", dtype=dtype, device=device)
     got = train(ours, batches, eval_batch, lr=LR[dtype], compile=backend)
     torch._dynamo.reset()
     _assert_learned(ref)

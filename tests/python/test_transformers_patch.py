@@ -1,4 +1,8 @@
-"""tigon.transformers: patching HF models (classes and instances), reporting, errors, Auto class."""
+"""tigon.transformers: patching HF models (classes and instances), reporting, errors, Auto class.
+
+The RMSNorm side (tests/python/test_transformers_kernels.py covers the other kernels): models
+here are patched with ``rms_norm`` only, unless a test says otherwise.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ from typing import Any
 
 import pytest
 import torch
-from convergence_utils import FAMILIES, build_model, hf_norm_names, patched_classes, tiny_config
+from convergence_utils import FAMILIES, hf_norm_names, only, tiny_config
+from convergence_utils import build_model as _build_model
+from convergence_utils import patched_classes as _patched_classes
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -47,6 +53,19 @@ SPECIAL_NORMS = {
     "gemma3_text": ["model.layers.0.self_attn.q_norm", "model.layers.1.post_feedforward_layernorm"],
     "olmo2": ["model.layers.0.self_attn.q_norm", "model.layers.1.post_feedforward_layernorm"],
 }
+
+
+def norms(family: str) -> dict[str, bool]:
+    """The flags that patch the norms only."""
+    return only(family, "rms_norm")
+
+
+def build_model(family: str, *, tigon: str | None = None, **kwargs: Any) -> nn.Module:
+    return _build_model(family, tigon=tigon, kernels=norms(family) if tigon else None, **kwargs)
+
+
+def patched_classes(family: str) -> Any:
+    return _patched_classes(family, **norms(family))
 
 
 @pytest.fixture(autouse=True)
@@ -112,9 +131,20 @@ def test_every_family_has_an_apply_function() -> None:
         fn = getattr(tt, f"apply_tigon_kernel_to_{family}")
         assert tt.MODEL_TYPE_TO_APPLY_FN[family] is fn
         params = inspect.signature(fn).parameters
-        assert list(params) == ["rms_norm", "model"]
+        glu = "geglu" if family.startswith("gemma") else "swiglu"
+        assert list(params) == [
+            "rms_norm",
+            "rope",
+            glu,
+            "cross_entropy",
+            "fused_linear_cross_entropy",
+            "model",
+        ]
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
         assert params["rms_norm"].default is True and params["model"].default is None
+        assert params["rope"].default is params[glu].default is True
+        assert params["fused_linear_cross_entropy"].default is True
+        assert params["cross_entropy"].default is False
         assert fn.__doc__ and family in fn.__doc__
     assert tt.supported_model_types() == sorted(FAMILIES)
 
@@ -166,9 +196,9 @@ def test_class_replacement(family: str) -> None:
 def test_class_replacement_is_idempotent_and_revertible() -> None:
     module = importlib.import_module("transformers.models.llama.modeling_llama")
     original = module.LlamaRMSNorm
-    first = tt.apply_tigon_kernel_to_llama()
+    first = tt.apply_tigon_kernel_to_llama(**norms("llama"))
     replaced = module.LlamaRMSNorm
-    assert tt.apply_tigon_kernel_to_llama() == first
+    assert tt.apply_tigon_kernel_to_llama(**norms("llama")) == first
     assert module.LlamaRMSNorm is replaced
     assert tt.revert_patches("llama") == ["transformers.models.llama.modeling_llama.LlamaRMSNorm"]
     assert module.LlamaRMSNorm is original
@@ -216,7 +246,7 @@ def test_instance_patching(family: str) -> None:
     model = copy.deepcopy(hf)
     norms = hf_norm_names(model, family)
     params_before = {n: p for n, p in model.named_parameters()}
-    done = tt.apply_tigon_kernel(family, model=model)
+    done = tt.apply_tigon_kernel(family, model=model, **only(family, "rms_norm"))
     assert done == dict.fromkeys(norms, EXPECTED[family])
     assert tt.patched_modules(model) == done
     # The same Parameter objects (optimizers and hooks stay valid), same device and dtype.
@@ -234,7 +264,8 @@ def test_instance_patching(family: str) -> None:
         assert norm.variance_epsilon == hf.get_submodule(name).__dict__[norm_spec.eps_attr]
         assert norm.eps == norm.variance_epsilon
     # Patching again is a no-op that still reports everything.
-    assert getattr(tt, f"apply_tigon_kernel_to_{family}")(model=model) == done
+    apply = getattr(tt, f"apply_tigon_kernel_to_{family}")
+    assert apply(model=model, **only(family, "rms_norm")) == done
     _assert_same_outputs(hf, model)
 
 
@@ -308,7 +339,7 @@ def test_instance_patching_after_accelerate_hooks() -> None:
     hf = build_model("llama")
     model = copy.deepcopy(hf)
     hooks.add_hook_to_module(model.model.norm, hooks.ModelHook())
-    tt.apply_tigon_kernel_to_llama(model=model)
+    tt.apply_tigon_kernel_to_llama(model=model, **norms("llama"))
     ids = _ids()
     with _CountTigonOps() as counter:
         model(input_ids=ids)
@@ -325,7 +356,7 @@ def test_instance_patching_refuses_an_unknown_forward_override() -> None:
 
 def test_model_built_after_class_replacement_counts_as_patched() -> None:
     model = build_model("mistral", tigon="classes")
-    done = tt.apply_tigon_kernel_to_mistral(model=model)
+    done = tt.apply_tigon_kernel_to_mistral(model=model, **norms("mistral"))
     assert done == tt.patched_modules(model) and len(done) == 5
 
 
@@ -343,9 +374,10 @@ def test_patched_model_pickles_and_deep_copies() -> None:
 
 def test_rms_norm_false_patches_nothing() -> None:
     model = build_model("llama")
-    assert tt.apply_tigon_kernel_to_llama(rms_norm=False, model=model) == {}
+    off = {k: False for k in norms("llama")}
+    assert tt.apply_tigon_kernel_to_llama(**off, model=model) == {}
     assert tt.patched_modules(model) == {}
-    assert tt.apply_tigon_kernel_to_llama(rms_norm=False) == {}
+    assert tt.apply_tigon_kernel_to_llama(**off) == {}
     assert tt.revert_patches() == []
 
 
@@ -368,7 +400,7 @@ def test_peft_lora_wrapped_model(family: str) -> None:
     torch.manual_seed(3)
     ref = peft.get_peft_model(hf, config)
     wrapped = copy.deepcopy(ref)
-    done = tt.apply_tigon_kernel_to_instance(wrapped)
+    done = tt.apply_tigon_kernel_to_instance(wrapped, **norms(family))
     names = set(done)
     assert all(n.startswith("base_model.model.model.") for n in names), sorted(names)
     # modules_to_save=["norm"] matches every name ending in "norm": each norm is wrapped, and
@@ -393,7 +425,7 @@ def test_peft_lora_wrapped_model(family: str) -> None:
 def test_nothing_to_patch_is_an_error() -> None:
     model = build_model("gemma2")
     with pytest.raises(RuntimeError) as err:
-        tt.apply_tigon_kernel_to_llama(model=model)
+        tt.apply_tigon_kernel_to_llama(model=model, **norms("llama"))
     msg = str(err.value)
     assert "llama" in msg and "LlamaRMSNorm" in msg and transformers.__version__ in msg
     assert "apply_tigon_kernel_to_gemma2" in msg  # the hint names the right family
@@ -403,9 +435,10 @@ def test_nothing_to_patch_is_an_error() -> None:
 
 def test_bad_arguments() -> None:
     with pytest.raises(
-        TypeError, match="unexpected keyword argument 'rope'.*accepts rms_norm, model"
+        TypeError,
+        match="unexpected keyword argument 'geglu'.*accepts rms_norm, rope, swiglu, cross_entropy",
     ):
-        tt.apply_tigon_kernel_to_llama(rope=True)
+        tt.apply_tigon_kernel_to_llama(geglu=True)
     with pytest.raises(TypeError, match="must be a bool"):
         tt.apply_tigon_kernel_to_llama(rms_norm=1)
     with pytest.raises(TypeError):
@@ -420,7 +453,7 @@ def test_missing_class_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     module = importlib.import_module("transformers.models.phi3.modeling_phi3")
     monkeypatch.delattr(module, "Phi3RMSNorm")
     with pytest.raises(RuntimeError) as err:
-        tt.apply_tigon_kernel_to_phi3()
+        tt.apply_tigon_kernel_to_phi3(**norms("phi3"))
     msg = str(err.value)
     assert "phi3" in msg and "Phi3RMSNorm" in msg and transformers.__version__ in msg
 
@@ -443,9 +476,9 @@ def test_changed_numerics_are_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> 
 
     _register_fake_class(monkeypatch, module, "Olmo2RMSNorm", Changed)
     with pytest.raises(RuntimeError, match=r"olmo2.*no longer matches tigon's 'gemma' casting"):
-        tt.apply_tigon_kernel_to_olmo2()
+        tt.apply_tigon_kernel_to_olmo2(**norms("olmo2"))
     monkeypatch.setenv(SKIP_PARITY_CHECK_ENV, "1")
-    tt.apply_tigon_kernel_to_olmo2()  # the escape hatch
+    tt.apply_tigon_kernel_to_olmo2(**norms("olmo2"))  # the escape hatch
 
 
 def test_changed_constructor_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -457,7 +490,7 @@ def test_changed_constructor_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
 
     _register_fake_class(monkeypatch, module, "GraniteRMSNorm", Changed)
     with pytest.raises(RuntimeError, match=r"granite.*GraniteRMSNorm.__init__ has parameters"):
-        tt.apply_tigon_kernel_to_granite()
+        tt.apply_tigon_kernel_to_granite(**norms("granite"))
 
 
 def test_changed_initialization_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -472,7 +505,7 @@ def test_changed_initialization_is_a_clear_error(monkeypatch: pytest.MonkeyPatch
 
     _register_fake_class(monkeypatch, module, "GemmaRMSNorm", Changed)
     with pytest.raises(RuntimeError, match="no longer starts as zeros"):
-        tt.apply_tigon_kernel_to_gemma()
+        tt.apply_tigon_kernel_to_gemma(**norms("gemma"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -484,7 +517,7 @@ def test_changed_initialization_is_a_clear_error(monkeypatch: pytest.MonkeyPatch
 def test_auto_from_config(family: str) -> None:
     config = tiny_config(family)
     torch.manual_seed(0)
-    model = tt.AutoTigonForCausalLM.from_config(config)
+    model = tt.AutoTigonForCausalLM.from_config(config, **norms(family))
     assert type(model).__name__ == tt.FAMILIES[family].causal_lm
     assert set(tt.patched_modules(model).values()) == {EXPECTED[family]}
     hf = build_model(family)
@@ -496,7 +529,7 @@ def test_auto_from_config(family: str) -> None:
 
 def test_auto_from_config_flags_and_errors() -> None:
     config = tiny_config("qwen2")
-    model = tt.AutoTigonForCausalLM.from_config(config, rms_norm=False)
+    model = tt.AutoTigonForCausalLM.from_config(config, **{k: False for k in norms("qwen2")})
     assert tt.patched_modules(model) == {}
     with pytest.raises(TypeError, match="rms_norm must be a bool"):
         tt.AutoTigonForCausalLM.from_config(config, rms_norm="yes")
@@ -510,12 +543,13 @@ def test_auto_from_config_flags_and_errors() -> None:
 def test_auto_from_pretrained(tmp_path: Path) -> None:
     hf = build_model("qwen3")
     hf.save_pretrained(tmp_path)
-    model = tt.AutoTigonForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)
+    model = tt.AutoTigonForCausalLM.from_pretrained(tmp_path, dtype=torch.float32, **norms("qwen3"))
     assert set(tt.patched_modules(model)) == hf_norm_names(hf, "qwen3")
     for name, value in hf.state_dict().items():
         assert torch.equal(value, model.state_dict()[name]), name
     _assert_same_outputs(hf, model)
-    unpatched = tt.AutoTigonForCausalLM.from_pretrained(tmp_path, rms_norm=False)
+    off = {k: False for k in norms("qwen3")}
+    unpatched = tt.AutoTigonForCausalLM.from_pretrained(tmp_path, **off)
     assert tt.patched_modules(unpatched) == {}
 
 

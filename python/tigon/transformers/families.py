@@ -26,7 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["FAMILIES", "MODEL_TYPE_TO_FAMILY", "FamilySpec", "NormSpec"]
+__all__ = [
+    "FAMILIES",
+    "MODEL_TYPE_TO_FAMILY",
+    "FamilySpec",
+    "LossSpec",
+    "MlpSpec",
+    "NormSpec",
+    "RopeSpec",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,50 @@ class NormSpec:
 
 
 @dataclass(frozen=True)
+class MlpSpec:
+    """The family's gated MLP and how tigon's GLU op replaces its activation-times-up product.
+
+    ``layout``: ``"split"`` (``down(act(gate_proj(x)) * up_proj(x))``: Llama and most),
+    ``"fused"`` (Phi3: ``gate, up = gate_up_proj(x).chunk(2, -1)``), ``"experts"`` (Mixtral 5.x:
+    one module holding every expert as 3-D ``gate_up_proj`` / ``down_proj`` Parameters, gate and up
+    concatenated; the kernel replaces ``act(gate) * up`` inside every experts implementation).
+    """
+
+    cls: str
+    #: ``"swiglu"`` (``silu(gate) * up``) or ``"geglu"`` (``gelu_tanh(gate) * up``): the flag name.
+    kind: str
+    layout: str
+    #: Config attribute naming the activation (``hidden_act``, or ``hidden_activation``).
+    act_attr: str = "hidden_act"
+
+
+@dataclass(frozen=True)
+class RopeSpec:
+    """The family's module-level ``apply_rotary_pos_emb`` and the attention class calling it.
+
+    ``variant``: ``"plain"`` (HF's half-split rotation over the whole head), ``"partial"`` (Phi3:
+    rotates the first ``cos.shape[-1]`` dims, passes the rest through), ``"cast"`` (Olmo2: result
+    cast back to q's / k's dtype).
+    """
+
+    attention: str
+    variant: str = "plain"
+    fn: str = "apply_rotary_pos_emb"
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """What the causal-LM head does to the logits before HF's loss (read off its forward)."""
+
+    #: Config attribute of a final tanh soft-capping ``cap * tanh(logits / cap)`` (Gemma2/3).
+    softcap_attr: str | None = None
+    #: Config attribute the logits are divided by (Granite's ``logits_scaling``).
+    logit_divisor_attr: str | None = None
+    #: Mixtral: the forward takes ``output_router_logits`` and adds the router's aux loss.
+    router_aux_loss: bool = False
+
+
+@dataclass(frozen=True)
 class FamilySpec:
     """One model family (= one HF ``model_type`` and its modeling module)."""
 
@@ -56,6 +108,11 @@ class FamilySpec:
     norms: Mapping[str, NormSpec] = field(default_factory=dict)
     #: Further HF ``model_type`` values served by this family's patch.
     aliases: tuple[str, ...] = ()
+    mlp: MlpSpec | None = None
+    rope: RopeSpec | None = None
+    loss: LossSpec = LossSpec()
+    #: Config overrides for the tiny models of the parity probes (beyond the common ones).
+    probe_config: Mapping[str, object] = field(default_factory=dict)
 
 
 def _llama(why: str = "pre-norm; forward rounds x*rstd before the weight multiply") -> NormSpec:
@@ -89,9 +146,34 @@ def _family(
     module: str,
     causal_lm: str,
     norms: dict[str, NormSpec],
-    aliases: tuple[str, ...] = (),
+    *,
+    mlp: MlpSpec,
+    rope: RopeSpec,
+    loss: LossSpec = LossSpec(),
+    probe_config: dict[str, object] | None = None,
 ) -> FamilySpec:
-    return FamilySpec(name, module, causal_lm, MappingProxyType(norms), aliases)
+    return FamilySpec(
+        name,
+        module,
+        causal_lm,
+        MappingProxyType(norms),
+        (),
+        mlp,
+        rope,
+        loss,
+        MappingProxyType(probe_config or {}),
+    )
+
+
+def _swiglu(cls: str, layout: str = "split") -> MlpSpec:
+    return MlpSpec(cls, "swiglu", layout)
+
+
+def _rope(attention: str, variant: str = "plain") -> RopeSpec:
+    return RopeSpec(attention, variant)
+
+
+_SOFTCAP = LossSpec(softcap_attr="final_logit_softcapping")
 
 
 _M = "transformers.models"
@@ -102,29 +184,49 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
         f.name: f
         for f in (
             _family("llama", f"{_M}.llama.modeling_llama", "LlamaForCausalLM",
-                    {"LlamaRMSNorm": _llama()}),
+                    {"LlamaRMSNorm": _llama()},
+                    mlp=_swiglu("LlamaMLP"), rope=_rope("LlamaAttention")),
             _family("mistral", f"{_M}.mistral.modeling_mistral", "MistralForCausalLM",
-                    {"MistralRMSNorm": _llama()}),
+                    {"MistralRMSNorm": _llama()},
+                    mlp=_swiglu("MistralMLP"), rope=_rope("MistralAttention")),
             _family("mixtral", f"{_M}.mixtral.modeling_mixtral", "MixtralForCausalLM",
-                    {"MixtralRMSNorm": _llama()}),
+                    {"MixtralRMSNorm": _llama()},
+                    mlp=_swiglu("MixtralExperts", "experts"), rope=_rope("MixtralAttention"),
+                    loss=LossSpec(router_aux_loss=True),
+                    probe_config={"num_local_experts": 4, "num_experts_per_tok": 2,
+                                  "output_router_logits": True}),
             _family("qwen2", f"{_M}.qwen2.modeling_qwen2", "Qwen2ForCausalLM",
-                    {"Qwen2RMSNorm": _llama()}),
+                    {"Qwen2RMSNorm": _llama()},
+                    mlp=_swiglu("Qwen2MLP"), rope=_rope("Qwen2Attention")),
             _family("qwen3", f"{_M}.qwen3.modeling_qwen3", "Qwen3ForCausalLM",
                     {"Qwen3RMSNorm": _llama(
                         "llama casting; also q_norm/k_norm over head_dim, whose output gradient "
-                        "comes from RoPE's backward (a private buffer)")}),
+                        "comes from RoPE's backward (a private buffer)")},
+                    mlp=_swiglu("Qwen3MLP"), rope=_rope("Qwen3Attention")),
             _family("gemma", f"{_M}.gemma.modeling_gemma", "GemmaForCausalLM",
-                    {"GemmaRMSNorm": _GEMMA1}),
+                    {"GemmaRMSNorm": _GEMMA1},
+                    mlp=MlpSpec("GemmaMLP", "geglu", "split"), rope=_rope("GemmaAttention")),
             _family("gemma2", f"{_M}.gemma2.modeling_gemma2", "Gemma2ForCausalLM",
-                    {"Gemma2RMSNorm": _GEMMA_SANDWICH}),
+                    {"Gemma2RMSNorm": _GEMMA_SANDWICH},
+                    mlp=MlpSpec("Gemma2MLP", "geglu", "split", "hidden_activation"),
+                    rope=_rope("Gemma2Attention"), loss=_SOFTCAP),
             _family("gemma3_text", f"{_M}.gemma3.modeling_gemma3", "Gemma3ForCausalLM",
-                    {"Gemma3RMSNorm": _GEMMA_SANDWICH}),
+                    {"Gemma3RMSNorm": _GEMMA_SANDWICH},
+                    mlp=MlpSpec("Gemma3MLP", "geglu", "split", "hidden_activation"),
+                    rope=_rope("Gemma3Attention"), loss=_SOFTCAP,
+                    probe_config={"final_logit_softcapping": 30.0}),
             _family("phi3", f"{_M}.phi3.modeling_phi3", "Phi3ForCausalLM",
-                    {"Phi3RMSNorm": _llama()}),
+                    {"Phi3RMSNorm": _llama()},
+                    mlp=_swiglu("Phi3MLP", "fused"), rope=_rope("Phi3Attention", "partial"),
+                    probe_config={"partial_rotary_factor": 0.5}),
             _family("granite", f"{_M}.granite.modeling_granite", "GraniteForCausalLM",
-                    {"GraniteRMSNorm": _llama()}),
+                    {"GraniteRMSNorm": _llama()},
+                    mlp=_swiglu("GraniteMLP"), rope=_rope("GraniteAttention"),
+                    loss=LossSpec(logit_divisor_attr="logits_scaling"),
+                    probe_config={"logits_scaling": 4.0}),
             _family("olmo2", f"{_M}.olmo2.modeling_olmo2", "Olmo2ForCausalLM",
-                    {"Olmo2RMSNorm": _OLMO2}),
+                    {"Olmo2RMSNorm": _OLMO2},
+                    mlp=_swiglu("Olmo2MLP"), rope=_rope("Olmo2Attention", "cast")),
         )
     }
 )  # fmt: skip

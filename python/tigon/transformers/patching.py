@@ -22,9 +22,7 @@ model in which a requested kernel found nothing to patch.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
 import sys
 import types
 from collections.abc import Callable, Mapping
@@ -36,6 +34,13 @@ from torch import nn
 
 import tigon
 from tigon.nn import RMSNorm
+from tigon.transformers import loss as _loss
+from tigon.transformers import mlp as _mlp
+from tigon.transformers import rope as _rope
+from tigon.transformers._common import SKIP_PARITY_CHECK_ENV, skip_parity
+from tigon.transformers._common import drift as _drift
+from tigon.transformers._common import import_family_module as _import_family_module
+from tigon.transformers._common import transformers_version as _transformers_version
 from tigon.transformers.families import FAMILIES, MODEL_TYPE_TO_FAMILY, FamilySpec, NormSpec
 
 __all__ = [
@@ -53,27 +58,6 @@ __all__ = [
     "revert_patches",
     "supported_model_types",
 ]
-
-#: Set to ``1`` to skip the numerical parity probe of each HF class (e.g. to try a transformers
-#: version whose modeling code changed). The probe is what stops a silently wrong patch.
-SKIP_PARITY_CHECK_ENV = "TIGON_SKIP_PARITY_CHECK"
-
-
-def _transformers_version() -> str:
-    try:
-        import transformers
-    except ImportError:  # pragma: no cover - tigon.transformers needs transformers
-        return "not installed"
-    return str(transformers.__version__)
-
-
-def _drift(family: str, what: str) -> RuntimeError:
-    return RuntimeError(
-        f"tigon.transformers[{family}]: {what} (transformers {_transformers_version()}; tigon's "
-        f"table was written for transformers 5.17). The modeling code changed: update "
-        f"tigon/transformers/families.py, or pin transformers."
-    )
-
 
 # --------------------------------------------------------------------------------------------
 # RMSNorm: tigon classes standing in for each HF class
@@ -178,7 +162,7 @@ def _check_parity(family: FamilySpec, hf_name: str, hf_cls: type, spec: NormSpec
     matches HF bit for bit (allowing a 1% margin for reduction order).
     """
     key = (family.module, hf_name, id(hf_cls))
-    if key in _VERIFIED or os.environ.get(SKIP_PARITY_CHECK_ENV) == "1":
+    if key in _VERIFIED or skip_parity():
         return
     hidden = 64
     gen = torch.Generator().manual_seed(20260101)
@@ -218,13 +202,6 @@ def _check_parity(family: FamilySpec, hf_name: str, hf_cls: type, spec: NormSpec
                     f"(weight {w_dtype}). Set {SKIP_PARITY_CHECK_ENV}=1 to patch anyway",
                 )
     _VERIFIED.add(key)
-
-
-def _import_family_module(family: FamilySpec) -> types.ModuleType:
-    try:
-        return importlib.import_module(family.module)
-    except ImportError as exc:
-        raise _drift(family.name, f"cannot import {family.module}: {exc}") from exc
 
 
 def _original_class(family: FamilySpec, module: types.ModuleType, hf_name: str) -> type:
@@ -339,10 +316,29 @@ def _describe(casting_mode: str, offset: float, in_place: bool) -> str:
 
 
 def describe_module(module: nn.Module) -> str | None:
-    """What a tigon module is, e.g. ``"tigon.nn.RMSNorm(llama)"``; None for other modules."""
+    """What tigon does in a module, e.g. ``"tigon.nn.RMSNorm(llama)"``,
+    ``"tigon.ops.swiglu(LlamaMLP)"``; None for modules tigon does not touch.
+
+    Attention modules of a family whose ``apply_rotary_pos_emb`` is tigon's report the RoPE
+    kernel; causal-LM modules report tigon's loss (fused or not).
+    """
     if isinstance(module, RMSNorm):
         return _describe(module.casting_mode, module.offset, module.in_place)
+    if isinstance(module, _mlp.TigonGLU):
+        return _mlp.describe(module.tigon_spec)
+    loss = _loss.describe(module)
+    if loss is not None:
+        return loss
+    family = _ATTENTION_CLASSES.get(_class_key(module))
+    if family is not None and _rope.is_patched(family):
+        return _rope.describe(family)
     return None
+
+
+#: (HF module, attention class name) -> family (RoPE reporting).
+_ATTENTION_CLASSES: dict[tuple[str, str], FamilySpec] = {
+    (f.module, f.rope.attention): f for f in FAMILIES.values() if f.rope is not None
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,12 +360,39 @@ class Kernel:
     patch_model: Callable[[FamilySpec, nn.Module], dict[str, str]]
 
 
-#: Every kernel flag, in the order applied. Adding a kernel (rope, swiglu, geglu, cross_entropy,
-#: fused_linear_cross_entropy) is one entry here plus its column in families.py.
+def _has_glu(kind: str) -> Callable[[FamilySpec], bool]:
+    return lambda f: f.mlp is not None and f.mlp.kind == kind
+
+
+#: Every kernel flag, in the order applied. Adding a kernel is one entry here plus its column in
+#: families.py.
 KERNELS: Mapping[str, Kernel] = types.MappingProxyType(
     {
         "rms_norm": Kernel(
             "rms_norm", True, lambda f: bool(f.norms), _replace_norm_classes, _patch_norm_instances
+        ),
+        "rope": Kernel(
+            "rope",
+            True,
+            lambda f: f.rope is not None,
+            _rope.replace_function,
+            _rope.patch_model,
+        ),
+        "swiglu": Kernel(
+            "swiglu", True, _has_glu("swiglu"), _mlp.replace_classes, _mlp.patch_instances
+        ),
+        "geglu": Kernel(
+            "geglu", True, _has_glu("geglu"), _mlp.replace_classes, _mlp.patch_instances
+        ),
+        "cross_entropy": Kernel(
+            "cross_entropy", False, lambda f: True, _loss.replace_loss, _loss.patch_loss
+        ),
+        "fused_linear_cross_entropy": Kernel(
+            "fused_linear_cross_entropy",
+            True,
+            lambda f: True,
+            _loss.replace_forward,
+            _loss.patch_forward,
         ),
     }
 )
@@ -407,7 +430,15 @@ def _resolve_flags(spec: FamilySpec, fn_name: str, flags: Mapping[str, Any]) -> 
             )
         if not isinstance(value, bool):
             raise TypeError(f"{fn_name}(): {key} must be a bool, got {type(value).__name__}")
-    return {**accepted, **flags}
+    resolved = {**accepted, **flags}
+    if flags.get("cross_entropy") and "fused_linear_cross_entropy" not in flags:
+        resolved["fused_linear_cross_entropy"] = False  # asking for the unfused loss implies it
+    if resolved.get("cross_entropy") and resolved.get("fused_linear_cross_entropy"):
+        raise ValueError(
+            f"{fn_name}(): cross_entropy=True and fused_linear_cross_entropy=True are exclusive "
+            f"(both replace the causal-LM loss); pick one"
+        )
+    return resolved
 
 
 def apply_tigon_kernel(
@@ -480,6 +511,28 @@ class ApplyFn(Protocol):
     def __call__(self, *, model: nn.Module | None = None, **kernels: bool) -> dict[str, str]: ...
 
 
+def _kernels_doc(spec: FamilySpec) -> str:
+    lines = []
+    if spec.rope is not None:
+        lines.append(
+            f"        rope: ``{spec.module}.{spec.rope.fn}`` -> tigon.ops.rope (process-wide, also "
+            f"with model=...)."
+        )
+    if spec.mlp is not None:
+        lines.append(
+            f"        {spec.mlp.kind}: ``{spec.mlp.cls}`` -> tigon.ops.{spec.mlp.kind} "
+            f"({spec.mlp.layout} layout)."
+        )
+    lines.append(
+        "        cross_entropy: HF's loss_function -> tigon.ops.cross_entropy (default False)."
+    )
+    lines.append(
+        f"        fused_linear_cross_entropy: {spec.causal_lm}.forward computes the training loss "
+        f"with tigon.ops.fused_linear_cross_entropy, logits=None (exclusive with cross_entropy)."
+    )
+    return "\n".join(lines) + "\n"
+
+
 def make_apply_fn(family: str) -> ApplyFn:
     """Builds ``apply_tigon_kernel_to_<family>`` with its real keyword-only signature."""
     spec = family_for_model_type(family)
@@ -504,13 +557,14 @@ def make_apply_fn(family: str) -> ApplyFn:
     norms = "\n".join(
         f"        - ``{n}`` -> {_describe_norm(s)}: {s.why}" for n, s in spec.norms.items()
     )
+    kernels_doc = _kernels_doc(spec)
     apply.__doc__ = (
         f"Patches {spec.name} models ({spec.causal_lm}) with tigon's kernels.\n\n"
         f"    Call it with ``model=None`` before building the model (replaces the classes of\n"
         f"    ``{spec.module}``; checkpoints load unchanged), or pass an existing ``model``\n"
         f"    (also PEFT-wrapped) to patch its modules in place.\n\n"
         f"    Args:\n"
-        f"        rms_norm: replace every RMSNorm:\n{norms}\n"
+        f"        rms_norm: replace every RMSNorm:\n{norms}\n{kernels_doc}"
         f"        model: the model to patch in place, or None.\n\n"
         f"    Returns:\n"
         f"        ``{{patched module or class: what it is now}}``.\n\n"
@@ -541,9 +595,13 @@ def patched_modules(model: nn.Module) -> dict[str, str]:
 
 
 def revert_patches(family: str | None = None) -> list[str]:
-    """Restores the HF classes replaced by ``apply_tigon_kernel_to_<family>(model=None)``.
+    """Restores what ``apply_tigon_kernel_to_<family>(model=None)`` replaced: the norm and MLP
+    classes, ``apply_rotary_pos_emb`` (also when a ``model=`` patch replaced it), and the
+    causal-LM class's ``forward`` / ``loss_function``.
 
-    Models built in the meantime keep their tigon modules. Returns the restored symbols.
+    Models built in the meantime keep their tigon norm and MLP modules; RoPE and the class-level
+    loss patches are restored for every model (they live on HF's module and class). Instance
+    patches (``model=...``) of norms, MLPs and losses stay. Returns the restored symbols.
     """
     names = (
         {f.name: f for f in FAMILIES.values()}
@@ -552,6 +610,7 @@ def revert_patches(family: str | None = None) -> list[str]:
     )
     restored: list[str] = []
     for spec in names.values():
+        restored += _rope.revert(spec) + _mlp.revert(spec) + _loss.revert(spec)
         module = sys.modules.get(spec.module)
         for hf_name in spec.norms:
             original = _ORIGINALS.get((spec.module, hf_name))

@@ -1,0 +1,253 @@
+"""tigon.transformers: the RoPE, SwiGLU/GeGLU, cross-entropy and fused linear cross-entropy flags."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import io
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+from convergence_utils import FAMILIES, build_model, only
+from torch import nn
+
+import tigon.transformers as tt
+from tigon.transformers import loss as tl
+from tigon.transformers import mlp as tm
+
+transformers = pytest.importorskip("transformers")
+
+GLU = {f: ("geglu" if f.startswith("gemma") else "swiglu") for f in FAMILIES}
+
+
+@pytest.fixture(autouse=True)
+def _restore() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        tt.revert_patches()
+
+
+def _ids(batch: int = 2, seq: int = 16) -> torch.Tensor:
+    return torch.randint(3, 256, (batch, seq), generator=torch.Generator().manual_seed(7))
+
+
+def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _reference(family: str, **kwargs: Any) -> tuple[nn.Module, dict[str, Any]]:
+    """A plain HF model and its training loss, gradients and eval logits (run before patching:
+    RoPE and the class-level loss patches are process-wide)."""
+    hf = build_model(family)
+    ids = _ids()
+    hf.train()
+    out = hf(input_ids=ids, labels=ids, **kwargs)
+    out.loss.backward()
+    hf.eval()
+    with torch.no_grad():
+        logits = hf(input_ids=ids).logits
+    return hf, {"loss": out.loss.detach(), "grads": _grads(hf), "logits": logits}
+
+
+def _assert_matches(ref: dict[str, Any], model: nn.Module, *, fused: bool, **kwargs: Any) -> None:
+    ids = _ids()
+    model.train()
+    out = model(input_ids=ids, labels=ids, **kwargs)
+    assert (out.logits is None) == fused  # the fused loss never materializes logits
+    torch.testing.assert_close(out.loss, ref["loss"], atol=1e-5, rtol=1e-5)
+    out.loss.backward()
+    got = _grads(model)
+    assert got.keys() == ref["grads"].keys()
+    for name, grad in ref["grads"].items():
+        torch.testing.assert_close(got[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=ids).logits, ref["logits"], atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------
+# Flags
+# ------------------------------------------------------------------------------------------------
+
+
+def test_flags_per_family() -> None:
+    for family in FAMILIES:
+        flags = tt.kernel_flags(family)
+        assert flags == {
+            "rms_norm": True,
+            "rope": True,
+            GLU[family]: True,
+            "cross_entropy": False,
+            "fused_linear_cross_entropy": True,
+        }
+
+
+def test_loss_flags_are_exclusive() -> None:
+    with pytest.raises(ValueError, match="exclusive"):
+        tt.apply_tigon_kernel_to_llama(cross_entropy=True, fused_linear_cross_entropy=True)
+    # cross_entropy=True alone turns the fused loss off.
+    done = tt.apply_tigon_kernel_to_llama(cross_entropy=True)
+    assert any(k.endswith("loss_function") for k in done)
+    assert not any(k.endswith(".forward") for k in done)
+
+
+# ------------------------------------------------------------------------------------------------
+# Every kernel, every family: same loss, gradients and eval logits as HF
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", ["fused", "ce"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_class_replacement_all_kernels(family: str, loss: str) -> None:
+    hf, ref = _reference(family)
+    flags = {"cross_entropy": True} if loss == "ce" else {}
+    ours = build_model(family, tigon="classes", kernels=flags)
+    assert ours.state_dict().keys() == hf.state_dict().keys()
+    patched = tt.patched_modules(ours)
+    assert patched["model.layers.0.mlp" if family != "mixtral" else "model.layers.0.mlp.experts"]
+    assert "tigon.ops.rope" in patched["model.layers.1.self_attn"]
+    assert patched[""] == (tl.FLCE if loss == "fused" else tl.CE)
+    _assert_matches(ref, ours, fused=loss == "fused")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_instance_patching_all_kernels(family: str) -> None:
+    _, ref = _reference(family)
+    model = build_model(family)
+    params = dict(model.named_parameters())
+    done = tt.apply_tigon_kernel(family, model=model)
+    assert dict(model.named_parameters()) == params  # same Parameter objects
+    assert tt.patched_modules(model) == done
+    mlps = [n for n, m in model.named_modules() if isinstance(m, tm.TigonGLU)]
+    assert mlps and all(done[n].startswith(f"tigon.ops.{GLU[family]}") for n in mlps)
+    assert done[""] == tl.FLCE
+    assert type(model).__name__ == tt.FAMILIES[family].causal_lm  # save_pretrained architectures
+    assert tt.apply_tigon_kernel(family, model=model) == done  # idempotent
+    _assert_matches(ref, model, fused=True)
+
+
+def test_instance_cross_entropy() -> None:
+    _, ref = _reference("gemma2")  # HF soft-caps the logits before the loss
+    model = build_model("gemma2")
+    done = tt.apply_tigon_kernel_to_gemma2(model=model, cross_entropy=True)
+    assert done[""] == tl.CE
+    _assert_matches(ref, model, fused=False)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3_text", "granite", "mixtral"])
+def test_fused_loss_trainer_kwargs(family: str) -> None:
+    """num_items_in_batch (HF Trainer's gradient accumulation), shift_labels, ignore_index."""
+    hf = build_model(family)
+    ids = _ids()
+    labels = ids.clone()
+    labels[:, :5] = -100
+    shift = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+    cases = [
+        {"labels": labels, "num_items_in_batch": torch.tensor(13)},
+        {"labels": ids, "shift_labels": shift},  # shift_labels wins over labels
+    ]
+    refs = [hf(input_ids=ids, **c).loss.detach() for c in cases]
+    ours = build_model(family, tigon="instance")
+    for case, want in zip(cases, refs):
+        out = ours(input_ids=ids, **case)
+        assert out.logits is None
+        torch.testing.assert_close(out.loss, want, atol=1e-5, rtol=1e-5)
+    out = ours(input_ids=ids, labels=labels, return_dict=False)
+    assert isinstance(out, tuple)
+
+
+def test_fused_loss_with_gradient_checkpointing_and_revert() -> None:
+    _, ref = _reference("qwen3")
+    model = build_model("qwen3", tigon="classes")
+    model.gradient_checkpointing_enable()
+    _assert_matches(ref, model, fused=True)
+    module = importlib.import_module("transformers.models.qwen3.modeling_qwen3")
+    restored = tt.revert_patches("qwen3")
+    assert "transformers.models.qwen3.modeling_qwen3.apply_rotary_pos_emb" in restored
+    assert "transformers.models.qwen3.modeling_qwen3.Qwen3ForCausalLM.forward" in restored
+    assert not hasattr(module.apply_rotary_pos_emb, "tigon_original")
+    assert not issubclass(module.Qwen3MLP, tm.TigonGLU)
+    assert tt.revert_patches("qwen3") == []
+
+
+def test_rope_is_process_wide_and_reported() -> None:
+    other = build_model("llama")  # built before, not passed to the patch
+    model = build_model("llama")
+    done = tt.apply_tigon_kernel_to_llama(model=model, **only("llama", "rope"))
+    assert set(done) == {"model.layers.0.self_attn", "model.layers.1.self_attn"}
+    assert tt.patched_modules(other) == done  # documented: the function is module-global
+
+
+def test_mlp_activation_mismatch_is_an_error() -> None:
+    with pytest.raises(ValueError, match="swiglu=True needs config.hidden_act"):
+        build_model("llama", tigon="instance", hidden_act="gelu")
+    tt.apply_tigon_kernel_to_llama(**only("llama", "swiglu"))
+    with pytest.raises(ValueError, match="pass swiglu=False"):
+        build_model("llama", hidden_act="relu")
+
+
+def test_changed_mlp_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module("transformers.models.llama.modeling_llama")
+    original = module.LlamaMLP
+
+    class Changed(original):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x) * 2)
+
+    Changed.__name__ = Changed.__qualname__ = "LlamaMLP"
+    Changed.__module__ = module.__name__
+    monkeypatch.setattr(module, "LlamaMLP", Changed)
+    monkeypatch.setattr(tm, "_CLASSES", {})
+    with pytest.raises(RuntimeError, match="LlamaMLP's output no longer matches tigon.ops.swiglu"):
+        tt.apply_tigon_kernel_to_llama(**only("llama", "swiglu"))
+
+
+def test_changed_rope_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module("transformers.models.mistral.modeling_mistral")
+    original = module.apply_rotary_pos_emb
+
+    def interleaved(q: Any, k: Any, cos: Any, sin: Any, unsqueeze_dim: int = 1) -> Any:
+        q, k = original(q, k, cos, sin, unsqueeze_dim)
+        return q.flip(-1), k
+
+    monkeypatch.setattr(module, "apply_rotary_pos_emb", interleaved)
+    with pytest.raises(RuntimeError, match="apply_rotary_pos_emb no longer matches tigon.ops.rope"):
+        tt.apply_tigon_kernel_to_mistral(**only("mistral", "rope"))
+
+
+def test_changed_causal_lm_forward_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = importlib.import_module("transformers.models.olmo2.modeling_olmo2")
+    cls = module.Olmo2ForCausalLM
+    original = cls.forward
+
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, *args, **kwargs)
+        if out.loss is not None:
+            out.loss = out.loss * 1.5  # e.g. a new loss scaling tigon does not know about
+        return out
+
+    import functools
+
+    monkeypatch.setattr(cls, "forward", functools.wraps(original)(forward))
+    with pytest.raises(RuntimeError, match="Olmo2ForCausalLM's training loss no longer matches"):
+        tt.apply_tigon_kernel_to_olmo2(**only("olmo2", "fused_linear_cross_entropy"))
+
+
+def test_patched_model_pickles() -> None:
+    model = build_model("phi3", tigon="instance")
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert tt.patched_modules(loaded) == tt.patched_modules(model)
+    assert tt.patched_modules(copy.deepcopy(model)) == tt.patched_modules(model)
+    ids = _ids()
+    model.eval()
+    loaded.eval()
+    torch.testing.assert_close(loaded(input_ids=ids).logits, model(input_ids=ids).logits)
