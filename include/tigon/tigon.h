@@ -4,5 +4,6 @@
 #include "tigon/backends.h"
 #include "tigon/dtype.h"
 #include "tigon/error.h"
+#include "tigon/ops/cross_entropy.h"
 #include "tigon/ops/rms_norm.h"
 #include "tigon/tensor.h"

@@ -1,5 +1,6 @@
 // Compiled instead of the CUDA backend when tigon is built without it. The validation layer
 // rejects CUDA tensors first (kBackendUnavailable); these bodies are the last line of defence.
+#include "ops/cross_entropy_args.h"
 #include "ops/rms_norm_args.h"
 #include "tigon/error.h"
 
@@ -13,5 +14,10 @@ namespace {
 std::size_t rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, bool, int) { unavailable(); }
 void rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavailable(); }
 void rms_norm_bwd(const detail::RmsNormBwdArgs&, int, void*) { unavailable(); }
+
+std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs&, bool) { unavailable(); }
+void cross_entropy_fwd(const detail::CrossEntropyArgs&, int, void*) { unavailable(); }
+void cross_entropy_bwd(const detail::CrossEntropyArgs&, int, void*) { unavailable(); }
+void cross_entropy_scale_grad(const detail::ScaleGradArgs&, int, void*) { unavailable(); }
 
 }  // namespace tigon::cuda
