@@ -5,5 +5,6 @@
 #include "tigon/dtype.h"
 #include "tigon/error.h"
 #include "tigon/ops/cross_entropy.h"
+#include "tigon/ops/fused_linear_cross_entropy.h"
 #include "tigon/ops/rms_norm.h"
 #include "tigon/tensor.h"

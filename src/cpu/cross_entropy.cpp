@@ -43,23 +43,6 @@ float row_target_weight(const CrossEntropyArgs& a, std::int64_t row) {
   return target_in_range(a, y) ? class_weight(a, y) : std::numeric_limits<float>::quiet_NaN();
 }
 
-// The reduction's denominators and scales (header formula), summed in row order.
-CeScales scales(const CrossEntropyArgs& a) {
-  CeScales s{0.0f, 0.0f, 1.0f, 1.0f};
-  for (std::int64_t i = 0; i < a.rows; ++i) {
-    if (ignored(a, i)) continue;
-    s.weight_sum += row_target_weight(a, i);
-    s.count += 1.0f;
-  }
-  if (a.params.reduction == Reduction::kMean) {
-    s.a = math::safe_reciprocal(s.weight_sum);
-    s.b = math::safe_reciprocal(s.count);
-  } else if (a.params.reduction == Reduction::kSum && a.divisor != nullptr) {
-    s.a = s.b = math::safe_reciprocal(*a.divisor);
-  }
-  return s;
-}
-
 float weight_total(const CrossEntropyArgs& a) {
   if (a.weight == nullptr) return static_cast<float>(a.vocab);
   return lane_sum(a.vocab, [&](std::int64_t j) { return class_weight(a, j); });
@@ -112,12 +95,9 @@ void row_grad(const CrossEntropyArgs& a, std::int64_t row, const T* x, float lse
 }
 
 template <typename T>
-void forward(const CrossEntropyArgs& a) {
-  const CeScales s = scales(a);
-  const float wt = weight_total(a);
+void rows(const CrossEntropyArgs& a, const CeScales& s, float* row_ce, float* row_z) {
+  const float wt = s.weight_total;
   const CrossEntropyParams& p = a.params;
-  float* row_ce = static_cast<float*>(a.workspace);
-  float* row_z = row_ce + a.rows;
   parallel_for(a.rows, 2 * a.vocab, [&](std::int64_t row) {
     const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
     const std::int64_t y = a.target[row];
@@ -140,7 +120,10 @@ void forward(const CrossEntropyArgs& a) {
     row_z[row] = z;
     if (a.grad) row_grad(a, row, x, lse, wt, s.a, s.b, one_minus_p_y);
   });
-  if (p.reduction == Reduction::kNone) {
+}
+
+void finish(const CrossEntropyArgs& a, const CeScales& s, const float* row_ce, const float* row_z) {
+  if (a.params.reduction == Reduction::kNone) {
     for (std::int64_t i = 0; i < a.rows; ++i) {
       a.loss[i] = row_ce[i] + row_z[i];
       if (a.z_loss) a.z_loss[i] = row_z[i];
@@ -156,8 +139,8 @@ void forward(const CrossEntropyArgs& a) {
 
 template <typename T>
 void backward(const CrossEntropyArgs& a) {
-  const CeScales s = scales(a);
-  const float wt = weight_total(a);
+  const CeScales s = cross_entropy_scales(a);
+  const float wt = s.weight_total;
   const bool per_row = a.params.reduction == Reduction::kNone;
   parallel_for(a.rows, a.vocab, [&](std::int64_t row) {
     const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
@@ -178,8 +161,38 @@ std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs& a, bool
   return forward ? static_cast<std::size_t>(2 * a.rows) * sizeof(float) : 0;
 }
 
+// The reduction's denominators and scales (header formula), summed in row order.
+CeScales cross_entropy_scales(const CrossEntropyArgs& a) {
+  CeScales s{0.0f, 0.0f, 1.0f, 1.0f, weight_total(a)};
+  for (std::int64_t i = 0; i < a.rows; ++i) {
+    if (ignored(a, i)) continue;
+    s.weight_sum += row_target_weight(a, i);
+    s.count += 1.0f;
+  }
+  if (a.params.reduction == Reduction::kMean) {
+    s.a = math::safe_reciprocal(s.weight_sum);
+    s.b = math::safe_reciprocal(s.count);
+  } else if (a.params.reduction == Reduction::kSum && a.divisor != nullptr) {
+    s.a = s.b = math::safe_reciprocal(*a.divisor);
+  }
+  return s;
+}
+
+void cross_entropy_rows(const CrossEntropyArgs& a, const CeScales& s, float* row_ce, float* row_z) {
+  dispatch_logits(a.logits_dtype, [&]<typename T>() { rows<T>(a, s, row_ce, row_z); });
+}
+
+void cross_entropy_finish(const CrossEntropyArgs& a, const CeScales& s, const float* row_ce,
+                          const float* row_z) {
+  finish(a, s, row_ce, row_z);
+}
+
 void cross_entropy_fwd(const detail::CrossEntropyArgs& a) {
-  dispatch_logits(a.logits_dtype, [&]<typename T>() { forward<T>(a); });
+  const CeScales s = cross_entropy_scales(a);
+  float* row_ce = static_cast<float*>(a.workspace);
+  float* row_z = row_ce + a.rows;
+  cross_entropy_rows(a, s, row_ce, row_z);
+  finish(a, s, row_ce, row_z);
 }
 
 void cross_entropy_bwd(const detail::CrossEntropyArgs& a) {

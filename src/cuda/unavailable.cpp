@@ -1,6 +1,7 @@
 // Compiled instead of the CUDA backend when tigon is built without it. The validation layer
 // rejects CUDA tensors first (kBackendUnavailable); these bodies are the last line of defence.
 #include "ops/cross_entropy_args.h"
+#include "ops/fused_linear_cross_entropy_args.h"
 #include "ops/rms_norm_args.h"
 #include "tigon/error.h"
 
@@ -19,5 +20,7 @@ std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs&, bool) 
 void cross_entropy_fwd(const detail::CrossEntropyArgs&, int, void*) { unavailable(); }
 void cross_entropy_bwd(const detail::CrossEntropyArgs&, int, void*) { unavailable(); }
 void cross_entropy_scale_grad(const detail::ScaleGradArgs&, int, void*) { unavailable(); }
+std::size_t fused_linear_cross_entropy_workspace_size(const detail::FlceArgs&) { unavailable(); }
+void fused_linear_cross_entropy(const detail::FlceArgs&, int, void*) { unavailable(); }
 
 }  // namespace tigon::cuda

@@ -47,10 +47,11 @@ struct ScaleGradArgs {
 // (CeScales), then per-row cross-entropy and z-loss terms (forward only), then float32 class
 // weights (CUDA only).
 struct CeScales {
-  float weight_sum;  // W_ce: sum of w_y over non-ignored rows
-  float count;       // n: non-ignored rows
-  float a;           // scale of the cross-entropy terms (1/W_ce, 1/d or 1)
-  float b;           // scale of the z-loss terms (1/n, 1/d or 1)
+  float weight_sum;           // W_ce: sum of w_y over non-ignored rows
+  float count;                // n: non-ignored rows
+  float a;                    // scale of the cross-entropy terms (1/W_ce, 1/d or 1)
+  float b;                    // scale of the z-loss terms (1/n, 1/d or 1)
+  float weight_total = 0.0f;  // W: sum of all class weights (vocab without weights)
 };
 inline constexpr std::size_t kCeScalesFloats = 4;
 
@@ -61,6 +62,15 @@ std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs& args, b
 void cross_entropy_fwd(const detail::CrossEntropyArgs& args);
 void cross_entropy_bwd(const detail::CrossEntropyArgs& args);
 void cross_entropy_scale_grad(const detail::ScaleGradArgs& args);
+
+// Building blocks of the fused linear cross-entropy: the reduction's scales over all rows; the
+// rows of `args` (a chunk: its pointers and row count) with those scales, per-row terms into
+// row_ce / row_z and the gradient (if args.grad) for upstream 1; the final reduction.
+detail::CeScales cross_entropy_scales(const detail::CrossEntropyArgs& args);
+void cross_entropy_rows(const detail::CrossEntropyArgs& args, const detail::CeScales& scales,
+                        float* row_ce, float* row_z);
+void cross_entropy_finish(const detail::CrossEntropyArgs& args, const detail::CeScales& scales,
+                          const float* row_ce, const float* row_z);
 }  // namespace tigon::cpu
 
 namespace tigon::cuda {

@@ -10,6 +10,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/launch.cuh"
 #include "cuda/cross_entropy/kernels.cuh"
+#include "cuda/cross_entropy/steps.h"
 #include "ops/cross_entropy_args.h"
 
 namespace tigon::cuda {
@@ -34,13 +35,12 @@ Layout layout_of(const CrossEntropyArgs& a, bool forward) {
   return l;
 }
 
-void prepare(const CrossEntropyArgs& a, const Layout& l, cudaStream_t s) {
-  float* ws = static_cast<float*>(a.workspace);
+void prepare_into(const CrossEntropyArgs& a, float* header, float* weights_f32, cudaStream_t s) {
   auto launch = [&](auto w_tag) {
     using W = typename decltype(w_tag)::type;
     launch_kernel(ce_prepare_kernel<W>, 1, dim3(kReduceThreads), 0, 1, s, a.target, a.rows,
                   a.params.ignore_index, static_cast<const W*>(a.weight), a.vocab,
-                  static_cast<int>(a.params.reduction), a.divisor, ws, ws + l.weights_offset());
+                  static_cast<int>(a.params.reduction), a.divisor, header, weights_f32);
   };
   if (a.weight == nullptr) {
     launch(detail::TypeTag<float>{});
@@ -88,8 +88,8 @@ void run_rows(const CrossEntropyArgs& a, RowParams p, int device, cudaStream_t s
   });
 }
 
-RowParams row_params(const CrossEntropyArgs& a, const Layout& l) {
-  float* ws = static_cast<float*>(a.workspace);
+RowParams row_params(const CrossEntropyArgs& a, const float* header, const float* weights,
+                     float* row_ce, float* row_z) {
   RowParams p{};
   p.logits = a.logits;
   p.logits_row_stride = a.logits_row_stride;
@@ -102,10 +102,10 @@ RowParams row_params(const CrossEntropyArgs& a, const Layout& l) {
   p.label_smoothing = a.params.label_smoothing;
   p.lse_square_scale = a.params.lse_square_scale;
   p.softcap = a.params.softcap;
-  p.scales = ws;
-  p.weights = a.weight ? ws + l.weights_offset() : nullptr;
-  p.row_ce = l.forward ? ws + Layout::kHeader : nullptr;
-  p.row_z = l.forward ? ws + Layout::kHeader + a.rows : nullptr;
+  p.scales = header;
+  p.weights = a.weight ? weights : nullptr;
+  p.row_ce = row_ce;
+  p.row_z = row_z;
   p.lse = a.lse;
   p.grad_loss = a.grad_loss;
   p.per_row_upstream = a.params.reduction == Reduction::kNone;
@@ -113,6 +113,36 @@ RowParams row_params(const CrossEntropyArgs& a, const Layout& l) {
 }
 
 }  // namespace
+
+namespace cross_entropy {
+
+void prepare(const CrossEntropyArgs& all_rows, float* header, float* weights_f32,
+             cudaStream_t stream) {
+  prepare_into(all_rows, header, weights_f32, stream);
+}
+
+void forward_rows(const CrossEntropyArgs& a, const float* header, const float* weights_f32,
+                  float* row_ce, float* row_z, int device, cudaStream_t s) {
+  if (a.rows == 0) return;
+  RowParams p = row_params(a, header, weights_f32, row_ce, row_z);
+  if (a.params.reduction == Reduction::kNone) {
+    p.loss_rows = a.loss;
+    p.z_rows = a.z_loss;
+  }
+  if (a.grad != nullptr) {
+    run_rows<RowMode::kLossGrad>(a, p, device, s);
+  } else {
+    run_rows<RowMode::kLoss>(a, p, device, s);
+  }
+}
+
+void finish(const float* header, const float* row_ce, const float* row_z, std::int64_t rows,
+            float* loss, float* z_loss, cudaStream_t s) {
+  launch_kernel(ce_finish_kernel, 1, dim3(kReduceThreads), 0, 1, s, header, row_ce, row_z, rows,
+                loss, z_loss);
+}
+
+}  // namespace cross_entropy
 
 std::size_t cross_entropy_workspace_size(const CrossEntropyArgs& a, bool forward) {
   return static_cast<std::size_t>(layout_of(a, forward).floats()) * sizeof(float);
@@ -122,24 +152,13 @@ void cross_entropy_fwd(const CrossEntropyArgs& a, int device, void* stream) {
   const DeviceGuard guard(device);
   const auto s = static_cast<cudaStream_t>(stream);
   const Layout l = layout_of(a, true);
-  prepare(a, l, s);
-  const bool none = a.params.reduction == Reduction::kNone;
-  if (a.rows > 0) {
-    RowParams p = row_params(a, l);
-    if (none) {
-      p.loss_rows = a.loss;
-      p.z_rows = a.z_loss;
-    }
-    if (a.grad != nullptr) {
-      run_rows<RowMode::kLossGrad>(a, p, device, s);
-    } else {
-      run_rows<RowMode::kLoss>(a, p, device, s);
-    }
-  }
-  if (!none) {
-    const float* ws = static_cast<const float*>(a.workspace);
-    launch_kernel(ce_finish_kernel, 1, dim3(kReduceThreads), 0, 1, s, ws, ws + Layout::kHeader,
-                  ws + Layout::kHeader + a.rows, a.rows, a.loss, a.z_loss);
+  float* ws = static_cast<float*>(a.workspace);
+  float* row_ce = ws + Layout::kHeader;
+  float* row_z = row_ce + a.rows;
+  cross_entropy::prepare(a, ws, ws + l.weights_offset(), s);
+  cross_entropy::forward_rows(a, ws, ws + l.weights_offset(), row_ce, row_z, device, s);
+  if (a.params.reduction != Reduction::kNone) {
+    cross_entropy::finish(ws, row_ce, row_z, a.rows, a.loss, a.z_loss, s);
   }
 }
 
@@ -147,8 +166,10 @@ void cross_entropy_bwd(const CrossEntropyArgs& a, int device, void* stream) {
   const DeviceGuard guard(device);
   const auto s = static_cast<cudaStream_t>(stream);
   const Layout l = layout_of(a, false);
-  prepare(a, l, s);
-  run_rows<RowMode::kGrad>(a, row_params(a, l), device, s);
+  float* ws = static_cast<float*>(a.workspace);
+  cross_entropy::prepare(a, ws, ws + l.weights_offset(), s);
+  run_rows<RowMode::kGrad>(a, row_params(a, ws, ws + l.weights_offset(), nullptr, nullptr), device,
+                           s);
 }
 
 void cross_entropy_scale_grad(const detail::ScaleGradArgs& a, int device, void* stream) {
