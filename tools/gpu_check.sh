@@ -49,7 +49,7 @@ ctest_cpu() { ctest --test-dir "$BUILD" -L cpu -j "$JOBS" --output-on-failure; }
 ctest_gpu() { ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300; }
 
 sanitizer() {
-  local bin=$BUILD/tests/tigon_cuda_tests filter='*Small*:*Edge*:*Strided*:*Unaligned*:*InPlace*'
+  local bin=$BUILD/tests/tigon_cuda_tests filter='*Small*:*Edge*:*Strided*:*Unaligned*:*InPlace*:*CrossEntropyCuda*'
   compute-sanitizer --tool memcheck --error-exitcode 1 "$bin" --gtest_filter="$filter" &&
     compute-sanitizer --tool racecheck --error-exitcode 1 "$bin" --gtest_filter="$filter"
 }
@@ -66,7 +66,9 @@ bench() {
   local mode=${GPU_CHECK_BENCH:-full} args=()
   [ "$mode" = quick ] && args=(--quick)
   TIGON_TORCH_LIBRARY=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1) PYTHONPATH=python \
-    "$PY" benchmarks/python/bench_rms_norm.py --device cuda --out "$OUT_DIR" "${args[@]}"
+    "$PY" benchmarks/python/bench_rms_norm.py --device cuda --out "$OUT_DIR" "${args[@]}" &&
+  TIGON_TORCH_LIBRARY=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1) PYTHONPATH=python \
+    "$PY" benchmarks/python/bench_cross_entropy.py --device cuda --out "$OUT_DIR" "${args[@]}"
 }
 
 step info info
