@@ -10,6 +10,7 @@ std::optional<DType> to_dtype(at::ScalarType t) {
     case at::kFloat: return DType::kFloat32;
     case at::kHalf: return DType::kFloat16;
     case at::kBFloat16: return DType::kBFloat16;
+    case at::kLong: return DType::kInt64;
     default: return std::nullopt;
   }
 }
@@ -42,7 +43,7 @@ TensorView to_view(const at::Tensor& t, std::string_view op, std::string_view ar
                                      "a sparse or other non-strided layout"));
   const std::optional<DType> dtype = to_dtype(t.scalar_type());
   TORCH_CHECK_TYPE(dtype.has_value(),
-                   argument_message(op, arg, "dtype float32, float16 or bfloat16",
+                   argument_message(op, arg, "dtype float32, float16, bfloat16 or int64",
                                     "torch." + c10::getDtypeNames(t.scalar_type()).first));
   TensorView v;
   v.dtype = *dtype;
@@ -76,6 +77,7 @@ at::ScalarType to_scalar_type(DType dtype) {
     case DType::kFloat32: return at::kFloat;
     case DType::kFloat16: return at::kHalf;
     case DType::kBFloat16: return at::kBFloat16;
+    case DType::kInt64: return at::kLong;
   }
   TORCH_CHECK(false, "tigon: unknown DType " + std::to_string(static_cast<int>(dtype)));
 }

@@ -1,4 +1,5 @@
-// Element types understood by tigon. Only floating-point activations and weights for now.
+// Element types understood by tigon: floating-point activations and weights, int64 indices
+// (cross-entropy targets).
 #pragma once
 
 #include <cstddef>
@@ -10,15 +11,21 @@ enum class DType : std::uint8_t {
   kFloat32,
   kFloat16,
   kBFloat16,
+  kInt64,  // indices only (cross-entropy targets)
 };
 
-constexpr std::size_t element_size(DType t) noexcept { return t == DType::kFloat32 ? 4 : 2; }
+constexpr std::size_t element_size(DType t) noexcept {
+  return t == DType::kInt64 ? 8 : t == DType::kFloat32 ? 4 : 2;
+}
+
+constexpr bool is_floating(DType t) noexcept { return t != DType::kInt64; }
 
 constexpr const char* dtype_name(DType t) noexcept {
   switch (t) {
     case DType::kFloat32: return "float32";
     case DType::kFloat16: return "float16";
     case DType::kBFloat16: return "bfloat16";
+    case DType::kInt64: return "int64";
   }
   return "unknown";
 }

@@ -20,7 +20,8 @@ decltype(auto) dispatch_dtype(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kFloat16: return f(TypeTag<math::Half>{});
     case DType::kBFloat16: return f(TypeTag<math::BFloat16>{});
-    case DType::kFloat32: break;
+    case DType::kFloat32:
+    case DType::kInt64: break;  // never a floating operand once validated
   }
   return f(TypeTag<float>{});
 }

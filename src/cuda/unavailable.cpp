@@ -1,6 +1,8 @@
 // Compiled instead of the CUDA backend when tigon is built without it. The validation layer
 // rejects CUDA tensors first (kBackendUnavailable); these bodies are the last line of defence.
 #include "ops/glu_args.h"
+#include "ops/cross_entropy_args.h"
+#include "ops/fused_linear_cross_entropy_args.h"
 #include "ops/rms_norm_args.h"
 #include "ops/rope_args.h"
 #include "tigon/error.h"
@@ -18,5 +20,12 @@ void rms_norm_bwd(const detail::RmsNormBwdArgs&, int, void*) { unavailable(); }
 void glu_fwd(const detail::GluFwdArgs&, int, void*) { unavailable(); }
 void glu_bwd(const detail::GluBwdArgs&, int, void*) { unavailable(); }
 void rope(const detail::RopeArgs&, int, void*) { unavailable(); }
+
+std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs&, bool) { unavailable(); }
+void cross_entropy_fwd(const detail::CrossEntropyArgs&, int, void*) { unavailable(); }
+void cross_entropy_bwd(const detail::CrossEntropyArgs&, int, void*) { unavailable(); }
+void cross_entropy_scale_grad(const detail::ScaleGradArgs&, int, void*) { unavailable(); }
+std::size_t fused_linear_cross_entropy_workspace_size(const detail::FlceArgs&) { unavailable(); }
+void fused_linear_cross_entropy(const detail::FlceArgs&, int, void*) { unavailable(); }
 
 }  // namespace tigon::cuda

@@ -1,5 +1,6 @@
 """Modules: drop-in replacements for the Hugging Face transformers modules."""
 
+from tigon.nn.cross_entropy import CrossEntropyLoss
 from tigon.nn.glu import (
     GLUMLP,
     GeGLUMLP,
@@ -13,6 +14,7 @@ from tigon.nn.rms_norm import RMSNorm
 
 __all__ = [
     "GLUMLP",
+    "CrossEntropyLoss",
     "GeGLUMLP",
     "Phi3SwiGLUMLP",
     "RMSNorm",

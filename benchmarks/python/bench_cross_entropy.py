@@ -1,0 +1,181 @@
+"""Cross-entropy and fused linear cross-entropy benchmark: tigon vs Hugging Face's loss
+(logits.float() + F.cross_entropy), torch.compile of it and Liger (if installed), forward+backward
+time, GB/s against the copy ceiling of the same run (CE: one read of the logits and one write of
+the gradient), effective TFLOP/s (FLCE: 6*N*H*V) and peak memory above the inputs.
+
+    python benchmarks/python/bench_cross_entropy.py --device cuda [--op ce|flce|both] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import harness
+import torch
+import torch.nn.functional as F
+
+import tigon
+
+
+def hf_ce(logits, target):
+    return F.cross_entropy(logits.float(), target)
+
+
+def _liger():
+    try:
+        from liger_kernel.transformers.functional import liger_cross_entropy
+        from liger_kernel.transformers.fused_linear_cross_entropy import (
+            LigerFusedLinearCrossEntropyLoss,
+        )
+    except ImportError:
+        return None, None
+    return liger_cross_entropy, LigerFusedLinearCrossEntropyLoss()
+
+
+def ce_providers(device: str, with_compile: bool) -> dict:
+    liger_ce, _ = _liger()
+    p = {
+        "hf": (hf_ce, False),
+        "tigon": (lambda x, t: tigon.ops.cross_entropy(x, t), False),
+        "tigon_inplace": (lambda x, t: tigon.ops.cross_entropy(x, t, in_place=True), True),
+    }
+    if with_compile:
+        p["torch.compile(hf)"] = (torch.compile(hf_ce), False)
+    if liger_ce is not None and device == "cuda":
+        p["liger"] = (lambda x, t: liger_ce(x, t), True)  # writes the gradient into x
+    return p
+
+
+def bench_ce(n, v, dtype, device, reps, providers):
+    rows = []
+    logits = torch.randn(n, v, device=device, dtype=dtype)
+    target = torch.randint(0, v, (n,), device=device)
+    bytes_full = 2 * logits.numel() * logits.element_size()
+    for name, (fn, clobbers) in providers.items():
+        print(f"  ce {name} {n}x{v}", file=sys.stderr, flush=True)
+        x = logits.clone().requires_grad_()
+
+        def full(x=x, fn=fn):
+            x.grad = None
+            fn(x, target).backward()
+
+        def fwd(x=x, fn=fn):
+            with torch.no_grad():
+                fn(x, target)
+
+        r = {"op": "cross_entropy", "provider": name, "N": n, "V": v}
+        r["full_ms"] = harness.time_ms(full, device, reps)
+        r["fwd_ms"] = harness.time_ms(fwd, device, reps) if not clobbers else None
+        r["full_GBps"] = bytes_full / r["full_ms"] / 1e6
+        if device == "cuda":
+            x2 = logits.clone().requires_grad_()
+            r["peak_MB"] = harness.peak_memory_mb(lambda: fn(x2, target).backward())
+        rows.append(r)
+        del x
+    return rows
+
+
+def unfused_flce(h, w, t):
+    return F.cross_entropy((h @ w.T).float(), t)
+
+
+def flce_providers(device: str, with_compile: bool) -> dict:
+    _, liger_flce = _liger()
+    p = {
+        "torch (matmul + fp32 CE)": unfused_flce,
+        "tigon (dW fp32)": lambda h, w, t: tigon.ops.fused_linear_cross_entropy(h, w, t),
+        "tigon (dW in weight dtype)": lambda h, w, t: tigon.ops.fused_linear_cross_entropy(
+            h, w, t, accum_dtype=w.dtype
+        ),
+    }
+    if with_compile:
+        p["torch.compile(unfused)"] = torch.compile(unfused_flce)
+    if liger_flce is not None and device == "cuda":
+        p["liger"] = lambda h, w, t: liger_flce(w, h, t)
+    return p
+
+
+def bench_flce(n, hsz, v, dtype, device, reps, providers):
+    rows = []
+    hidden = torch.randn(n, hsz, device=device, dtype=dtype)
+    weight = (torch.randn(v, hsz, device=device) / hsz**0.5).to(dtype)
+    target = torch.randint(0, v, (n,), device=device)
+    flops = 6 * n * hsz * v
+    for name, fn in providers.items():
+        print(f"  flce {name} {n}x{hsz}x{v}", file=sys.stderr, flush=True)
+        h = hidden.clone().requires_grad_()
+        w = weight.clone().requires_grad_()
+
+        def full(h=h, w=w, fn=fn):
+            h.grad = w.grad = None
+            fn(h, w, target).backward()
+
+        r = {"op": "fused_linear_cross_entropy", "provider": name, "N": n, "H": hsz, "V": v}
+        r["full_ms"] = harness.time_ms(full, device, reps)
+        r["TFLOPs"] = flops / r["full_ms"] / 1e9
+        if device == "cuda":
+            h.grad = w.grad = None
+            r["peak_MB"] = harness.peak_memory_mb(
+                lambda h=h, w=w, fn=fn: fn(h, w, target).backward()
+            )
+        rows.append(r)
+        del h, w
+        torch._dynamo.reset()
+    base = rows[0]["full_ms"]
+    for r in rows:
+        r["vs_unfused"] = r["full_ms"] / base
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap.add_argument("--op", default="both", choices=["ce", "flce", "both"])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--out", default="bench_results", type=Path)
+    args = ap.parse_args()
+    dtype, device = getattr(torch, args.dtype), args.device
+    cuda = device == "cuda"
+    reps = (20 if args.quick else 100) if cuda else 3
+    ce_shapes = [(8192, 128256), (4096, 32000)] if cuda else [(512, 32000)]
+    flce_shapes = [(8192, 4096, 128256), (16384, 4096, 128256)] if cuda else [(256, 256, 4096)]
+    if args.quick:
+        ce_shapes, flce_shapes = ce_shapes[:1], flce_shapes[:1]
+    compile_ok = cuda and not args.no_compile
+    env = harness.environment(device)
+    env["dtype"] = args.dtype
+    ceiling = harness.copy_ceiling_gbps(device, reps)
+    env["copy_ceiling_GBps"] = ceiling
+    print("cross-entropy benchmark:", ", ".join(f"{k}={v}" for k, v in env.items()))
+    if args.op in ("ce", "both"):
+        rows = []
+        for n, v in ce_shapes:
+            rows += bench_ce(n, v, dtype, device, reps, ce_providers(device, compile_ok))
+        for r in rows:
+            r["%ceil"] = 100 * r["full_GBps"] / ceiling
+        print(f"\ncross-entropy, copy ceiling (this run): {ceiling:.0f} GB/s")
+        cols = ["provider", "N", "V", "fwd_ms", "full_ms", "full_GBps", "%ceil"] + (
+            ["peak_MB"] if cuda else []
+        )
+        harness.print_table(rows, cols)
+        harness.save(args.out, f"cross_entropy_{device}_{args.dtype}", env, rows)
+    if args.op in ("flce", "both"):
+        rows = []
+        for n, hsz, v in flce_shapes:
+            rows += bench_flce(n, hsz, v, dtype, device, reps, flce_providers(device, compile_ok))
+        print("\nfused linear cross-entropy (peak_MB: above the inputs, gradients included)")
+        cols = ["provider", "N", "H", "V", "full_ms", "TFLOPs", "vs_unfused"] + (
+            ["peak_MB"] if cuda else []
+        )
+        harness.print_table(rows, cols)
+        harness.save(args.out, f"fused_linear_cross_entropy_{device}_{args.dtype}", env, rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+// Cross-entropy operators: schemas, the shared implementation and the CPU registration.
+#include "cross_entropy.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/library.h>
+
+#include <string>
+#include <string_view>
+
+#include "convert.h"
+
+namespace tigon::torch_binding {
+namespace {
+
+Reduction parse_reduction(c10::string_view r, std::string_view op) {
+  const std::string_view s(r.data(), r.size());
+  if (s == "mean") return Reduction::kMean;
+  if (s == "sum") return Reduction::kSum;
+  if (s == "none") return Reduction::kNone;
+  C10_THROW_ERROR(ValueError, argument_message(op, "reduction", "'mean', 'sum' or 'none'",
+                                               "'" + std::string(s) + "'"));
+}
+
+CrossEntropyParams make_params(const CeOptions& o, std::string_view op) {
+  CrossEntropyParams p;
+  p.ignore_index = o.ignore_index;
+  p.reduction = parse_reduction(o.reduction, op);
+  p.label_smoothing = static_cast<float>(o.label_smoothing);
+  p.lse_square_scale = static_cast<float>(o.lse_square_scale);
+  p.softcap = static_cast<float>(o.softcap);
+  return p;
+}
+
+// Owns the (possibly copied) tensors the views point into.
+struct Inputs {
+  at::Tensor logits, target;
+  std::optional<at::Tensor> weight, divisor;
+  CrossEntropyInputs views;
+};
+
+Inputs make_inputs(const at::Tensor& logits, const at::Tensor& target,
+                   const std::optional<at::Tensor>& weight,
+                   const std::optional<at::Tensor>& divisor, bool logits_as_is, const char* op) {
+  Inputs in;
+  in.logits = logits_as_is ? logits : with_row_layout(logits);
+  in.target = target.contiguous();
+  if (weight && weight->defined()) in.weight = weight->contiguous();
+  // The divisor (e.g. HF's num_items_in_batch) becomes one float32 element on the logits'
+  // device; a device-to-device cast, never a host synchronization.
+  if (divisor && divisor->defined()) {
+    in.divisor = divisor->to(logits.device(), at::kFloat).reshape({1}).contiguous();
+  }
+  in.views.logits = to_view(in.logits, op, "logits");
+  in.views.target = to_view(in.target, op, "target");
+  in.views.weight = to_view(in.weight, op, "weight");
+  in.views.divisor = to_view(in.divisor, op, "divisor");
+  return in;
+}
+
+at::Tensor workspace_tensor(std::size_t bytes, const at::Tensor& like) {
+  return at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+}
+
+Workspace to_workspace(const at::Tensor& t) {
+  return Workspace{t.numel() ? t.data_ptr() : nullptr, static_cast<std::size_t>(t.numel())};
+}
+
+at::Tensor loss_tensor(const CrossEntropyParams& p, const at::Tensor& logits) {
+  const auto options = logits.options().dtype(at::kFloat);
+  if (p.reduction == Reduction::kNone) {
+    return at::empty({logits.numel() == 0 ? 0 : logits.numel() / logits.size(-1)}, options);
+  }
+  return at::empty({}, options);
+}
+
+// A [N] view of a loss tensor for the core ([] -> [1]).
+TensorView flat(const at::Tensor& t, const char* op, const char* arg) {
+  return to_view(t.view({-1}), op, arg);
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy_fwd(
+    const at::Tensor& logits, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& divisor, const CeOptions& o, bool compute_grad, bool in_place,
+    Stream stream) {
+  const char* op = in_place ? "cross_entropy_fwd_inplace" : "cross_entropy_fwd";
+  const CrossEntropyParams params = make_params(o, op);
+  if (in_place) {
+    TORCH_CHECK_VALUE(has_row_layout(logits),
+                      argument_message(op, "logits",
+                                       "unit stride in the last dimension and one row stride "
+                                       "(the gradient is written into the logits)",
+                                       "strides " + c10::str(logits.strides())));
+  }
+  return translate_errors([&] {
+    const Inputs in = make_inputs(logits, target, weight, divisor, in_place, op);
+    at::Tensor loss = loss_tensor(params, in.logits);
+    at::Tensor z_loss = at::empty_like(loss);
+    const int64_t rows = in.target.numel();
+    at::Tensor lse = at::empty({rows}, in.logits.options().dtype(at::kFloat));
+    at::Tensor grad = compute_grad && !in_place ? at::empty(in.logits.sizes(), in.logits.options())
+                                                : at::empty({0}, in.logits.options());
+    TensorView grad_view{};
+    if (in_place) {
+      grad_view = in.views.logits;
+    } else if (compute_grad) {
+      grad_view = to_view(grad, op, "grad_logits");
+    }
+    const at::Tensor ws =
+        workspace_tensor(cross_entropy_fwd_workspace_size(params, in.views), in.logits);
+    tigon::cross_entropy_fwd(params, in.views, flat(loss, op, "loss"), flat(z_loss, op, "z_loss"),
+                             to_view(lse, op, "lse"), grad_view, to_workspace(ws), stream);
+    return std::make_tuple(std::move(loss), std::move(z_loss), std::move(lse), std::move(grad));
+  });
+}
+
+at::Tensor cross_entropy_bwd(const at::Tensor& grad_loss, const at::Tensor& logits,
+                             const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                             const std::optional<at::Tensor>& divisor, const at::Tensor& lse,
+                             const CeOptions& o, Stream stream) {
+  constexpr const char* op = "cross_entropy_bwd";
+  const CrossEntropyParams params = make_params(o, op);
+  return translate_errors([&] {
+    const Inputs in = make_inputs(logits, target, weight, divisor, false, op);
+    const at::Tensor up = grad_loss.to(at::kFloat).contiguous().view({-1});
+    const at::Tensor l = lse.contiguous();
+    at::Tensor grad = at::empty(in.logits.sizes(), in.logits.options());
+    const at::Tensor ws =
+        workspace_tensor(cross_entropy_bwd_workspace_size(params, in.views), in.logits);
+    tigon::cross_entropy_bwd(params, in.views, to_view(l, op, "lse"), to_view(up, op, "grad_loss"),
+                             to_view(grad, op, "grad_logits"), to_workspace(ws), stream);
+    return grad;
+  });
+}
+
+void cross_entropy_scale_grad(const at::Tensor& grad, const at::Tensor& grad_loss, Stream stream) {
+  constexpr const char* op = "cross_entropy_scale_grad_";
+  translate_errors([&] {
+    const at::Tensor up = grad_loss.to(grad.device(), at::kFloat).contiguous().view({-1});
+    tigon::cross_entropy_scale_grad(to_view(grad, op, "grad"), to_view(up, op, "grad_loss"),
+                                    stream);
+  });
+}
+
+}  // namespace tigon::torch_binding
+
+TORCH_LIBRARY_FRAGMENT(tigon, m) {
+  m.set_python_module("tigon.ops.cross_entropy");
+  const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
+  m.def(
+      "cross_entropy_fwd(Tensor logits, Tensor target, Tensor? weight, Tensor? divisor, "
+      "int ignore_index, str reduction, float label_smoothing, float lse_square_scale, "
+      "float softcap, bool compute_grad) -> (Tensor loss, Tensor z_loss, Tensor lse, Tensor grad)",
+      tags);
+  m.def(
+      "cross_entropy_fwd_inplace(Tensor(a!) logits, Tensor target, Tensor? weight, "
+      "Tensor? divisor, int ignore_index, str reduction, float label_smoothing, "
+      "float lse_square_scale, float softcap) -> (Tensor loss, Tensor z_loss, Tensor lse)",
+      tags);
+  m.def(
+      "cross_entropy_bwd(Tensor grad_loss, Tensor logits, Tensor target, Tensor? weight, "
+      "Tensor? divisor, Tensor lse, int ignore_index, str reduction, float label_smoothing, "
+      "float lse_square_scale, float softcap) -> Tensor",
+      tags);
+  m.def("cross_entropy_scale_grad_(Tensor(a!) grad, Tensor grad_loss) -> ()", tags);
+  m.def("cross_entropy_scale_grad(Tensor grad, Tensor grad_loss) -> Tensor", tags);
+}
+
+#define TIGON_CE_CPU_CONTEXT(t) \
+  const tigon::Stream stream {}
+TIGON_CE_REGISTER(CPU, TIGON_CE_CPU_CONTEXT)

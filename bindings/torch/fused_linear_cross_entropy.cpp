@@ -1,0 +1,123 @@
+// Fused linear cross-entropy operator: schema, implementation, CPU and CUDA registrations. On CUDA
+// tigon's own cuBLAS handle (per thread and device) runs on torch's current stream with a
+// workspace from torch's caching allocator, so the bindings need no torch_cuda.
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#if defined(TIGON_TORCH_WITH_CUDA)
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <string>
+#include <tuple>
+
+#include "convert.h"
+#include "tigon/ops/fused_linear_cross_entropy.h"
+
+namespace tigon::torch_binding {
+namespace {
+
+constexpr const char* kOp = "fused_linear_cross_entropy_fwd";
+
+using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+Outputs flce(const at::Tensor& hidden_arg, const at::Tensor& weight_arg, const at::Tensor& target,
+             const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& class_weight,
+             const std::optional<at::Tensor>& divisor, int64_t ignore_index,
+             c10::string_view reduction, double label_smoothing, double lse_square_scale,
+             double softcap, int64_t chunk_rows, bool grad_hidden, bool grad_weight, bool grad_bias,
+             bool accum_fp32) {
+  Stream stream;
+#if defined(TIGON_TORCH_WITH_CUDA)
+  c10::cuda::OptionalCUDAGuard guard;
+  if (hidden_arg.is_cuda()) {
+    guard.set_device(hidden_arg.device());
+    stream.cuda_stream = c10::cuda::getCurrentCUDAStream(hidden_arg.device().index()).stream();
+  }
+#endif
+  const std::string_view r(reduction.data(), reduction.size());
+  FusedLinearCrossEntropyParams p;
+  p.ce.ignore_index = ignore_index;
+  if (r == "mean") {
+    p.ce.reduction = Reduction::kMean;
+  } else if (r == "sum") {
+    p.ce.reduction = Reduction::kSum;
+  } else if (r == "none") {
+    p.ce.reduction = Reduction::kNone;
+  } else {
+    C10_THROW_ERROR(ValueError, argument_message(kOp, "reduction", "'mean', 'sum' or 'none'",
+                                                 "'" + std::string(r) + "'"));
+  }
+  p.ce.label_smoothing = static_cast<float>(label_smoothing);
+  p.ce.lse_square_scale = static_cast<float>(lse_square_scale);
+  p.ce.softcap = static_cast<float>(softcap);
+  p.chunk_rows = chunk_rows;
+  return translate_errors([&] {
+    const at::Tensor hidden = with_row_layout(hidden_arg);
+    const at::Tensor weight = weight_arg.contiguous();
+    const at::Tensor tgt = target.contiguous();
+    std::optional<at::Tensor> b, cw, div;
+    if (bias && bias->defined()) b = bias->contiguous();
+    if (class_weight && class_weight->defined()) cw = class_weight->contiguous();
+    if (divisor && divisor->defined()) {
+      div = divisor->to(hidden.device(), at::kFloat).reshape({1}).contiguous();
+    }
+    FusedLinearCrossEntropyInputs in;
+    in.hidden = to_view(hidden, kOp, "hidden");
+    in.weight = to_view(weight, kOp, "weight");
+    in.bias = to_view(b, kOp, "bias");
+    in.target = to_view(tgt, kOp, "target");
+    in.class_weight = to_view(cw, kOp, "class_weight");
+    in.divisor = to_view(div, kOp, "divisor");
+    const auto opts = hidden.options();
+    at::Tensor loss = p.ce.reduction == Reduction::kNone
+                          ? at::empty({tgt.numel()}, opts.dtype(at::kFloat))
+                          : at::empty({}, opts.dtype(at::kFloat));
+    at::Tensor z_loss = at::empty(loss.sizes(), loss.options());
+    at::Tensor dx = at::empty(grad_hidden ? hidden.sizes() : at::IntArrayRef{0}, opts);
+    // dW accumulates in float32 (accum_fp32) and is rounded to the weight's dtype at the end.
+    const bool wide = accum_fp32 && weight.scalar_type() != at::kFloat;
+    at::Tensor dw_acc = at::empty(grad_weight ? weight.sizes() : at::IntArrayRef{0},
+                                  weight.options().dtype(wide ? at::kFloat : weight.scalar_type()));
+    at::Tensor db = at::empty(grad_bias && b ? b->sizes() : at::IntArrayRef{0},
+                              b ? b->options().dtype(at::kFloat) : opts);
+    FusedLinearCrossEntropyGrads g;
+    if (grad_hidden) g.hidden = to_view(dx, kOp, "grad_hidden");
+    if (grad_weight) g.weight = to_view(dw_acc, kOp, "grad_weight");
+    if (grad_bias && b) g.bias = to_view(db, kOp, "grad_bias");
+    const auto ws_bytes = fused_linear_cross_entropy_workspace_size(p, in, g);
+    at::Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, opts.dtype(at::kByte));
+    fused_linear_cross_entropy(p, in, to_view(loss.view({-1}), kOp, "loss"),
+                               to_view(z_loss.view({-1}), kOp, "z_loss"), g,
+                               Workspace{ws_bytes ? ws.data_ptr() : nullptr, ws_bytes}, stream);
+    ws.reset();  // back to the allocator before the dW rounding allocates
+    at::Tensor dw = wide ? dw_acc.to(weight.scalar_type()) : dw_acc;
+    if (b && grad_bias) db = db.to(b->scalar_type());
+    return std::make_tuple(loss, z_loss, dx, dw, db);
+  });
+}
+
+}  // namespace
+}  // namespace tigon::torch_binding
+
+TORCH_LIBRARY_FRAGMENT(tigon, m) {
+  m.set_python_module("tigon.ops.fused_linear_cross_entropy");
+  m.def(
+      "fused_linear_cross_entropy_fwd(Tensor hidden, Tensor weight, Tensor target, Tensor? bias, "
+      "Tensor? class_weight, Tensor? divisor, int ignore_index, str reduction, "
+      "float label_smoothing, float lse_square_scale, float softcap, int chunk_rows, "
+      "bool grad_hidden, bool grad_weight, bool grad_bias, bool accum_fp32) -> (Tensor loss, "
+      "Tensor z_loss, Tensor grad_hidden, Tensor grad_weight, Tensor grad_bias)",
+      {at::Tag::pt2_compliant_tag});
+}
+
+TORCH_LIBRARY_IMPL(tigon, CPU, m) {
+  m.impl("fused_linear_cross_entropy_fwd", &tigon::torch_binding::flce);
+}
+
+#if defined(TIGON_TORCH_WITH_CUDA)
+TORCH_LIBRARY_IMPL(tigon, CUDA, m) {
+  m.impl("fused_linear_cross_entropy_fwd", &tigon::torch_binding::flce);
+}
+#endif

@@ -1,0 +1,217 @@
+"""Cross-entropy: fake implementations and autograd of ``torch.ops.tigon.cross_entropy_*``, and
+:func:`cross_entropy`.
+
+The formula, options and roundings are specified in ``include/tigon/ops/cross_entropy.h``.
+The gradient is computed in the forward (for upstream gradient 1) and scaled on the device in
+the backward, unless ``reduction="none"``: then the forward keeps the per-row log-sum-exp and the
+backward recomputes the gradient with the per-row upstream gradient in one pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["REDUCTIONS", "cross_entropy"]
+
+REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
+
+_OPS = "tigon::"
+
+
+def _check_reduction(reduction: object, op: str) -> None:
+    if reduction not in REDUCTIONS:
+        raise ValueError(
+            f"tigon::{op}: argument 'reduction': expected 'mean', 'sum' or 'none', "
+            f"got {reduction!r}"
+        )
+
+
+def _loss_like(logits: torch.Tensor, target: torch.Tensor, reduction: str) -> torch.Tensor:
+    shape = (target.numel(),) if reduction == "none" else ()
+    return logits.new_empty(shape, dtype=torch.float32)
+
+
+@torch.library.register_fake(_OPS + "cross_entropy_fwd")
+def _fwd_fake(
+    logits, target, weight, divisor, ignore_index, reduction, label_smoothing, lse_square_scale,
+    softcap, compute_grad,
+):  # fmt: skip
+    _check_reduction(reduction, "cross_entropy_fwd")
+    loss = _loss_like(logits, target, reduction)
+    lse = logits.new_empty((target.numel(),), dtype=torch.float32)
+    grad = logits.new_empty(logits.shape if compute_grad else (0,))
+    return loss, torch.empty_like(loss), lse, grad
+
+
+@torch.library.register_fake(_OPS + "cross_entropy_fwd_inplace")
+def _fwd_inplace_fake(
+    logits, target, weight, divisor, ignore_index, reduction, label_smoothing, lse_square_scale,
+    softcap,
+):  # fmt: skip
+    _check_reduction(reduction, "cross_entropy_fwd_inplace")
+    loss = _loss_like(logits, target, reduction)
+    lse = logits.new_empty((target.numel(),), dtype=torch.float32)
+    return loss, torch.empty_like(loss), lse
+
+
+@torch.library.register_fake(_OPS + "cross_entropy_bwd")
+def _bwd_fake(
+    grad_loss, logits, target, weight, divisor, lse, ignore_index, reduction, label_smoothing,
+    lse_square_scale, softcap,
+):  # fmt: skip
+    return torch.empty_like(logits, memory_format=torch.contiguous_format)
+
+
+@torch.library.register_fake(_OPS + "cross_entropy_scale_grad_")
+def _scale_fake(grad, grad_loss):
+    return None
+
+
+@torch.library.register_fake(_OPS + "cross_entropy_scale_grad")
+def _scaled_fake(grad, grad_loss):
+    return torch.empty_like(grad, memory_format=torch.contiguous_format)
+
+
+def _traced(t: torch.Tensor) -> bool:
+    """True while torch.compile / AOTAutograd traces: mutating a saved forward output is not
+    allowed there (functionalization would copy it anyway), so the functional op is used."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    return (
+        torch.compiler.is_compiling()
+        or isinstance(t, (FakeTensor, FunctionalTensor))
+        or torch._is_functional_tensor(t)
+    )
+
+
+def _scaled(grad: torch.Tensor, grad_loss: torch.Tensor) -> torch.Tensor:
+    """grad * grad_loss: in place in eager mode (untouched when grad_loss == 1, checked on the
+    device); a second backward through the same graph then fails autograd's version check."""
+    if _traced(grad):
+        return torch.ops.tigon.cross_entropy_scale_grad(grad, grad_loss)
+    torch.ops.tigon.cross_entropy_scale_grad_(grad, grad_loss)
+    return grad
+
+
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
+    logits, target, weight, divisor, *options, compute_grad = inputs
+    ctx.options = tuple(options)
+    # reduction="none" has a per-row upstream gradient: always recomputed in the backward.
+    ctx.fused = bool(compute_grad) and options[1] != "none"
+    if ctx.fused:
+        ctx.save_for_backward(output[3])
+    else:
+        ctx.save_for_backward(logits, target, weight, divisor, output[2])
+    ctx.mark_non_differentiable(output[1], output[2], output[3])
+
+
+def _backward(ctx: Any, grad_loss: torch.Tensor, *_unused: Any) -> tuple[Any, ...]:
+    if ctx.fused:
+        (grad,) = ctx.saved_tensors
+        grad = _scaled(grad, grad_loss)
+    else:
+        logits, target, weight, divisor, lse = ctx.saved_tensors
+        grad = torch.ops.tigon.cross_entropy_bwd(
+            grad_loss, logits, target, weight, divisor, lse, *ctx.options
+        )
+    return (grad,) + (None,) * 9
+
+
+torch.library.register_autograd(_OPS + "cross_entropy_fwd", _backward, setup_context=_setup_context)
+
+
+class _CrossEntropyInPlace(torch.autograd.Function):
+    """The gradient is written into the logits buffer by the forward (no extra memory)."""
+
+    @staticmethod
+    def forward(ctx: Any, logits, target, weight, divisor, *options):  # type: ignore[override]
+        loss, z_loss, _lse = torch.ops.tigon.cross_entropy_fwd_inplace(
+            logits, target, weight, divisor, *options
+        )
+        ctx.save_for_backward(logits)
+        ctx.mark_non_differentiable(z_loss)
+        return loss, z_loss
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: torch.Tensor, _grad_z: Any) -> tuple[Any, ...]:  # type: ignore[override]
+        (grad,) = ctx.saved_tensors
+        return (_scaled(grad, grad_loss),) + (None,) * 9
+
+
+def _divisor(value: Any, device: torch.device) -> torch.Tensor | None:
+    """HF's num_items_in_batch as one float32 element on `device`, without a host sync."""
+    if value is None:
+        return None
+    if torch.is_tensor(value):
+        return value.to(device=device, dtype=torch.float32)
+    return torch.full((), float(value), dtype=torch.float32, device=device)
+
+
+def cross_entropy(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+    lse_square_scale: float = 0.0,
+    softcap: float | None = None,
+    return_z_loss: bool = False,
+    num_items_in_batch: torch.Tensor | int | float | None = None,
+    in_place: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy of ``[..., V]`` logits, computed in float32 (``F.cross_entropy`` on
+    ``logits.float()``, which is what Hugging Face computes), with a float32 result.
+
+    Args:
+        logits: ``[..., V]`` float32, float16 or bfloat16, read in its own dtype.
+        target: class indices with ``logits.shape[:-1]`` elements (any integer dtype).
+        weight: ``[V]`` class weights (as ``F.cross_entropy``), or None.
+        ignore_index: targets equal to it contribute nothing.
+        reduction: ``"mean"`` (over non-ignored targets, weighted by their class weights),
+            ``"sum"`` or ``"none"`` (shape ``logits.shape[:-1]``). An all-ignored batch gives 0.
+        label_smoothing: in [0, 1], as ``F.cross_entropy``.
+        lse_square_scale: z-loss coefficient: adds ``lse_square_scale * logsumexp(logits)**2``
+            per non-ignored row (averaged over non-ignored rows for "mean").
+        softcap: Gemma2's final-logit soft-capping, ``softcap * tanh(logits / softcap)``.
+        return_z_loss: also return the z-loss part (for logging; not differentiable).
+        num_items_in_batch: with ``reduction="sum"``, divide by it (HF's gradient-accumulation
+            normalization); a tensor stays on the device (no synchronization).
+        in_place: write the gradient into ``logits``' buffer during the forward (no memory
+            beyond the logits). The logits are then overwritten: only when nothing else reads
+            them. Ignored for ``reduction="none"`` and when no gradient is needed.
+
+    Returns:
+        The loss (float32), or ``(loss, z_loss)`` when ``return_z_loss``.
+    """
+    _check_reduction(reduction, "cross_entropy")
+    if num_items_in_batch is not None and reduction != "sum":
+        raise ValueError(
+            "tigon::cross_entropy: argument 'num_items_in_batch': expected reduction='sum' "
+            f"(the summed loss is divided by it), got reduction={reduction!r}"
+        )
+    vocab = logits.shape[-1]
+    flat_logits = logits.reshape(-1, vocab)
+    flat_target = target.reshape(-1)
+    if flat_target.dtype != torch.int64:
+        flat_target = flat_target.long()
+    divisor = _divisor(num_items_in_batch, logits.device)
+    cap = 0.0 if softcap is None else float(softcap)
+    options = (int(ignore_index), reduction, float(label_smoothing), float(lse_square_scale), cap)
+    needs_grad = torch.is_grad_enabled() and logits.requires_grad
+    if in_place and needs_grad and reduction != "none":
+        loss, z_loss = _CrossEntropyInPlace.apply(
+            flat_logits, flat_target, weight, divisor, *options
+        )
+    else:
+        compute_grad = needs_grad and reduction != "none"
+        loss, z_loss, _lse, _grad = torch.ops.tigon.cross_entropy_fwd(
+            flat_logits, flat_target, weight, divisor, *options, compute_grad
+        )
+    if reduction == "none":
+        loss = loss.view(logits.shape[:-1])
+        z_loss = z_loss.view(logits.shape[:-1])
+    return (loss, z_loss) if return_z_loss else loss

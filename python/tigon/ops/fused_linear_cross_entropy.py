@@ -1,0 +1,118 @@
+"""Fused linear cross-entropy: fake implementation and autograd of
+``torch.ops.tigon.fused_linear_cross_entropy_fwd``, and :func:`fused_linear_cross_entropy`.
+
+The forward computes the loss and, chunk by chunk, the gradients of hidden, weight and bias
+(``include/tigon/ops/fused_linear_cross_entropy.h``); the backward only scales them by the
+upstream gradient on the device (in place, and not at all when it is 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tigon.ops.cross_entropy import _check_reduction, _divisor, _scaled
+
+__all__ = ["fused_linear_cross_entropy"]
+
+_OP = "tigon::fused_linear_cross_entropy_fwd"
+
+
+@torch.library.register_fake(_OP)
+def _fake(
+    hidden, weight, target, bias, class_weight, divisor, ignore_index, reduction,
+    label_smoothing, lse_square_scale, softcap, chunk_rows, grad_hidden, grad_weight, grad_bias,
+    accum_fp32,
+):  # fmt: skip
+    _check_reduction(reduction, "fused_linear_cross_entropy_fwd")
+    shape = (target.numel(),) if reduction == "none" else ()
+    loss = hidden.new_empty(shape, dtype=torch.float32)
+    dx = hidden.new_empty(hidden.shape if grad_hidden else (0,))
+    dw = weight.new_empty(weight.shape if grad_weight else (0,))
+    db = (
+        hidden.new_empty((0,))
+        if bias is None
+        else bias.new_empty(bias.shape if grad_bias else (0,))
+    )
+    return loss, torch.empty_like(loss), dx, dw, db
+
+
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
+    ctx.flags = inputs[12:15]  # grad_hidden, grad_weight, grad_bias
+    ctx.save_for_backward(*output[2:5])
+    ctx.mark_non_differentiable(*output[1:5])
+
+
+def _backward(ctx: Any, grad_loss: torch.Tensor, *_unused: Any) -> tuple[Any, ...]:
+    grads = [
+        _scaled(g, grad_loss) if wanted else None
+        for g, wanted in zip(ctx.saved_tensors, ctx.flags, strict=True)
+    ]
+    dx, dw, db = grads
+    return (dx, dw, None, db) + (None,) * 12
+
+
+torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
+
+
+def fused_linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    target: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    ce_weight: torch.Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+    lse_square_scale: float = 0.0,
+    softcap: float | None = None,
+    return_z_loss: bool = False,
+    num_items_in_batch: torch.Tensor | int | float | None = None,
+    chunk_size: int | None = None,
+    accum_dtype: torch.dtype | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """``tigon.ops.cross_entropy(hidden @ weight.T + bias, target, ...)`` without the logits.
+
+    Args:
+        hidden: ``[..., H]`` hidden states (the LM head's input), float32/float16/bfloat16.
+        weight: ``[V, H]`` LM-head weight; cast to ``hidden``'s dtype if it differs (as autocast).
+        target: class indices with ``hidden.shape[:-1]`` elements; shifting is the caller's.
+        bias: ``[V]`` or None. ce_weight: ``[V]`` class weights or None.
+        ignore_index, reduction, label_smoothing, lse_square_scale, softcap, return_z_loss,
+            num_items_in_batch: as :func:`tigon.ops.cross_entropy` (softcap is Gemma2's
+            ``final_logit_softcapping``; HF's ``num_items_in_batch`` goes with reduction="sum").
+            reduction="none" is supported without gradients only (NotImplementedError otherwise).
+        chunk_size: rows per chunk (default: chunk logits of at most 256 MiB).
+        accum_dtype: dtype the weight gradient accumulates in across chunks: float32 (default)
+            or the weight's dtype (less memory, less precise).
+    """
+    _check_reduction(reduction, "fused_linear_cross_entropy")
+    if num_items_in_batch is not None and reduction != "sum":
+        raise ValueError(
+            "tigon::fused_linear_cross_entropy: argument 'num_items_in_batch': expected "
+            f"reduction='sum' (the summed loss is divided by it), got reduction={reduction!r}"
+        )
+    h = hidden.reshape(-1, hidden.shape[-1])
+    w = weight if weight.dtype == hidden.dtype else weight.to(hidden.dtype)
+    t = target.reshape(-1)
+    if t.dtype != torch.int64:
+        t = t.long()
+    grad_on = torch.is_grad_enabled()
+    flags = [grad_on and x is not None and x.requires_grad for x in (h, w, bias)]
+    if reduction == "none" and any(flags):
+        raise NotImplementedError(
+            "tigon.ops.fused_linear_cross_entropy: reduction='none' with gradients is not "
+            "supported (use 'mean' or 'sum', or tigon.ops.cross_entropy on the logits)"
+        )
+    if accum_dtype is not None and accum_dtype not in (torch.float32, w.dtype):
+        raise ValueError(f"accum_dtype must be torch.float32 or {w.dtype}, got {accum_dtype}")
+    accum_fp32 = accum_dtype is None or accum_dtype == torch.float32
+    loss, z_loss, *_ = torch.ops.tigon.fused_linear_cross_entropy_fwd(
+        h, w, t, bias, ce_weight, _divisor(num_items_in_batch, hidden.device), int(ignore_index),
+        reduction, float(label_smoothing), float(lse_square_scale),
+        0.0 if softcap is None else float(softcap), int(chunk_size or 0), *flags, accum_fp32,
+    )  # fmt: skip
+    if reduction == "none":
+        loss, z_loss = loss.view(hidden.shape[:-1]), z_loss.view(hidden.shape[:-1])
+    return (loss, z_loss) if return_z_loss else loss

@@ -1,0 +1,213 @@
+// Cross-entropy CPU backend: the product for CPU training and the oracle the CUDA backend is
+// tested against. Rows run in parallel; each row is read once for lse (online, in 16 lanes merged
+// in a fixed order) and once more for the gradient, which is usually cache resident.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/dispatch.h"
+#include "cpu/lane_sum.h"
+#include "cpu/parallel.h"
+#include "math/cross_entropy.h"
+#include "ops/cross_entropy_args.h"
+
+namespace tigon::cpu {
+namespace {
+
+using detail::CeScales;
+using detail::CrossEntropyArgs;
+using math::to_float;
+
+template <typename W>
+float weight_at(const void* weight, std::int64_t j) {
+  return to_float(static_cast<const W*>(weight)[j]);
+}
+
+float class_weight(const CrossEntropyArgs& a, std::int64_t j) {
+  if (a.weight == nullptr) return 1.0f;
+  return detail::dispatch_dtype(a.weight_dtype, [&](auto tag) {
+    return weight_at<typename decltype(tag)::type>(a.weight, j);
+  });
+}
+
+bool ignored(const CrossEntropyArgs& a, std::int64_t row) {
+  return a.target[row] == a.params.ignore_index;
+}
+
+// Out-of-range targets cannot raise without a host synchronization: their rows get NaN.
+bool target_in_range(const CrossEntropyArgs& a, std::int64_t y) { return y >= 0 && y < a.vocab; }
+
+float row_target_weight(const CrossEntropyArgs& a, std::int64_t row) {
+  const std::int64_t y = a.target[row];
+  return target_in_range(a, y) ? class_weight(a, y) : std::numeric_limits<float>::quiet_NaN();
+}
+
+float weight_total(const CrossEntropyArgs& a) {
+  if (a.weight == nullptr) return static_cast<float>(a.vocab);
+  return lane_sum(a.vocab, [&](std::int64_t j) { return class_weight(a, j); });
+}
+
+template <typename T>
+math::OnlineLse row_lse(const CrossEntropyArgs& a, const T* x, std::int64_t y) {
+  const float softcap = a.params.softcap;
+  const float inv = softcap > 0.0f ? 1.0f / softcap : 0.0f;
+  const bool smoothing = a.params.label_smoothing != 0.0f;
+  // 16 interleaved partial states, merged in lane order: a fixed order, vectorizable.
+  math::OnlineLse lanes[kLanes];
+  for (std::int64_t j0 = 0; j0 < a.vocab; j0 += kLanes) {
+    for (int l = 0; l < kLanes && j0 + l < a.vocab; ++l) {
+      const std::int64_t j = j0 + l;
+      const float c = math::cap_logit(to_float(x[j]), softcap, inv);
+      math::OnlineLse one;
+      one.max = c;
+      one.sum = j == y ? 0.0f : 1.0f;  // the target's term is added by ce_target_terms
+      one.weighted_sum = smoothing ? class_weight(a, j) * c : 0.0f;
+      lanes[l].merge(one);
+    }
+  }
+  for (int width = kLanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) lanes[l].merge(lanes[l + width]);
+  return lanes[0];
+}
+
+// Writes row `row`'s gradient for the given scales a, b (times any upstream gradient).
+template <typename T>
+void row_grad(const CrossEntropyArgs& a, std::int64_t row, const T* x, float lse, float wt,
+              float scale_a, float scale_b, float one_minus_p_y = -1.0f) {
+  T* g = static_cast<T*>(a.grad) + row * a.grad_row_stride;
+  const std::int64_t y = a.target[row];
+  if (ignored(a, row)) {
+    for (std::int64_t j = 0; j < a.vocab; ++j) g[j] = math::from_float<T>(0.0f);
+    return;
+  }
+  const CrossEntropyParams& p = a.params;
+  const float w_y = row_target_weight(a, row);
+  math::CeRow r = math::ce_row(lse, p.softcap, p.label_smoothing, p.lse_square_scale, w_y, wt,
+                               a.vocab, scale_a, scale_b);
+  r.one_minus_p_y = one_minus_p_y;
+  for (std::int64_t j = 0; j < a.vocab; ++j) {
+    const float c = math::cap_logit(to_float(x[j]), r.softcap, r.inv_softcap);
+    const float w_j = class_weight(a, j);
+    const float dc = j == y ? math::ce_grad_target(c, w_j, r) : math::ce_grad(c, w_j, r);
+    g[j] = math::from_float<T>(dc * math::cap_derivative(c, r.softcap, r.inv_softcap));
+  }
+}
+
+template <typename T>
+void rows(const CrossEntropyArgs& a, const CeScales& s, float* row_ce, float* row_z) {
+  const float wt = s.weight_total;
+  const CrossEntropyParams& p = a.params;
+  parallel_for(a.rows, 2 * a.vocab, [&](std::int64_t row) {
+    const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
+    const std::int64_t y = a.target[row];
+    const math::OnlineLse st = row_lse(a, x, y);
+    float lse = st.lse();
+    float ce = 0.0f, z = 0.0f, one_minus_p_y = -1.0f;
+    if (!ignored(a, row)) {
+      const float w_y = row_target_weight(a, row);
+      const float inv = p.softcap > 0.0f ? 1.0f / p.softcap : 0.0f;
+      const float c_y = target_in_range(a, y) ? math::cap_logit(to_float(x[y]), p.softcap, inv)
+                                              : std::numeric_limits<float>::quiet_NaN();
+      const math::CeTargetTerms t = math::ce_target_terms(st.max, st.sum, c_y);
+      lse = t.lse;
+      one_minus_p_y = t.one_minus_p_y;
+      ce = math::ce_row_loss(lse, t.nll, w_y, st.weighted_sum, wt, p.label_smoothing, a.vocab);
+      z = p.lse_square_scale * lse * lse;
+    }
+    if (a.lse) a.lse[row] = lse;
+    row_ce[row] = ce;
+    row_z[row] = z;
+    if (a.grad) row_grad(a, row, x, lse, wt, s.a, s.b, one_minus_p_y);
+  });
+}
+
+void finish(const CrossEntropyArgs& a, const CeScales& s, const float* row_ce, const float* row_z) {
+  if (a.params.reduction == Reduction::kNone) {
+    for (std::int64_t i = 0; i < a.rows; ++i) {
+      a.loss[i] = row_ce[i] + row_z[i];
+      if (a.z_loss) a.z_loss[i] = row_z[i];
+    }
+    return;
+  }
+  const float ce_sum = lane_sum(a.rows, [&](std::int64_t i) { return row_ce[i]; });
+  const float z_sum = lane_sum(a.rows, [&](std::int64_t i) { return row_z[i]; });
+  const float z_total = z_sum * s.b;
+  a.loss[0] = ce_sum * s.a + z_total;
+  if (a.z_loss) a.z_loss[0] = z_total;
+}
+
+template <typename T>
+void backward(const CrossEntropyArgs& a) {
+  const CeScales s = cross_entropy_scales(a);
+  const float wt = s.weight_total;
+  const bool per_row = a.params.reduction == Reduction::kNone;
+  parallel_for(a.rows, a.vocab, [&](std::int64_t row) {
+    const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
+    const float g = a.grad_loss[per_row ? row : 0];
+    row_grad(a, row, x, a.lse[row], wt, s.a * g, s.b * g);
+  });
+}
+
+template <typename F>
+void dispatch_logits(DType dtype, F&& f) {
+  detail::dispatch_dtype(dtype,
+                         [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
+}
+
+}  // namespace
+
+std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs& a, bool forward) {
+  return forward ? static_cast<std::size_t>(2 * a.rows) * sizeof(float) : 0;
+}
+
+// The reduction's denominators and scales (header formula), summed in row order.
+CeScales cross_entropy_scales(const CrossEntropyArgs& a) {
+  CeScales s{0.0f, 0.0f, 1.0f, 1.0f, weight_total(a)};
+  for (std::int64_t i = 0; i < a.rows; ++i) {
+    if (ignored(a, i)) continue;
+    s.weight_sum += row_target_weight(a, i);
+    s.count += 1.0f;
+  }
+  if (a.params.reduction == Reduction::kMean) {
+    s.a = math::safe_reciprocal(s.weight_sum);
+    s.b = math::safe_reciprocal(s.count);
+  } else if (a.params.reduction == Reduction::kSum && a.divisor != nullptr) {
+    s.a = s.b = math::safe_reciprocal(*a.divisor);
+  }
+  return s;
+}
+
+void cross_entropy_rows(const CrossEntropyArgs& a, const CeScales& s, float* row_ce, float* row_z) {
+  dispatch_logits(a.logits_dtype, [&]<typename T>() { rows<T>(a, s, row_ce, row_z); });
+}
+
+void cross_entropy_finish(const CrossEntropyArgs& a, const CeScales& s, const float* row_ce,
+                          const float* row_z) {
+  finish(a, s, row_ce, row_z);
+}
+
+void cross_entropy_fwd(const detail::CrossEntropyArgs& a) {
+  const CeScales s = cross_entropy_scales(a);
+  float* row_ce = static_cast<float*>(a.workspace);
+  float* row_z = row_ce + a.rows;
+  cross_entropy_rows(a, s, row_ce, row_z);
+  finish(a, s, row_ce, row_z);
+}
+
+void cross_entropy_bwd(const detail::CrossEntropyArgs& a) {
+  dispatch_logits(a.logits_dtype, [&]<typename T>() { backward<T>(a); });
+}
+
+void cross_entropy_scale_grad(const detail::ScaleGradArgs& a) {
+  const float scale = *a.scale;
+  if (scale == 1.0f) return;
+  dispatch_logits(a.dtype, [&]<typename T>() {
+    parallel_for(a.rows, a.vocab, [&](std::int64_t row) {
+      T* g = static_cast<T*>(a.grad) + row * a.row_stride;
+      for (std::int64_t j = 0; j < a.vocab; ++j) g[j] = math::from_float<T>(to_float(g[j]) * scale);
+    });
+  });
+}
+
+}  // namespace tigon::cpu

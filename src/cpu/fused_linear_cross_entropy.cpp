@@ -1,0 +1,143 @@
+// Fused linear cross-entropy CPU backend: plain parallel matrix products around the CPU
+// cross-entropy rows, chunk by chunk, with the same accumulation semantics as the CUDA backend
+// (dweight accumulated in its own dtype, one rounding per chunk). Correctness first, not speed.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "cpu/lane_sum.h"
+#include "cpu/parallel.h"
+#include "ops/fused_linear_cross_entropy_args.h"
+
+namespace tigon::cpu {
+namespace {
+
+using detail::FlceArgs;
+using math::from_float;
+using math::to_float;
+
+struct Workspace {
+  void* logits;   // [chunk, V] in the activations' dtype
+  float* row_ce;  // [N]
+  float* row_z;   // [N]
+  float* dbias;   // [V] float32 accumulator
+};
+
+std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
+
+Workspace carve(const FlceArgs& a) {
+  auto* p = static_cast<unsigned char*>(a.workspace);
+  Workspace w{};
+  w.logits = p;
+  p += align(static_cast<std::size_t>(a.chunk_rows * a.ce.vocab) * element_size(a.dtype));
+  w.row_ce = reinterpret_cast<float*>(p);
+  p += align(sizeof(float) * a.ce.rows);
+  w.row_z = reinterpret_cast<float*>(p);
+  p += align(sizeof(float) * a.ce.rows);
+  w.dbias = reinterpret_cast<float*>(p);
+  return w;
+}
+
+float bias_at(const FlceArgs& a, std::int64_t v) {
+  return detail::dispatch_dtype(a.bias_dtype, [&](auto tag) {
+    return to_float(static_cast<const typename decltype(tag)::type*>(a.bias)[v]);
+  });
+}
+
+template <typename T>
+void run(const FlceArgs& a) {
+  const std::int64_t n = a.ce.rows, v = a.ce.vocab, h = a.hidden_size;
+  const auto* x = static_cast<const T*>(a.hidden);
+  const auto* w = static_cast<const T*>(a.weight);
+  const Workspace ws = carve(a);
+  auto* logits = static_cast<T*>(ws.logits);
+  const detail::CeScales scales = cross_entropy_scales(a.ce);
+  if (a.grad_bias) std::fill(ws.dbias, ws.dbias + v, 0.0f);
+
+  for (std::int64_t r0 = 0; r0 < n; r0 += a.chunk_rows) {
+    const std::int64_t rows = std::min(a.chunk_rows, n - r0);
+    // logits = round_T(x_c @ w^T) (+ bias, float32, then rounded when stored).
+    parallel_for(rows, v * h, [&](std::int64_t i) {
+      const T* xr = x + (r0 + i) * a.hidden_row_stride;
+      for (std::int64_t j = 0; j < v; ++j) {
+        float dot =
+            lane_sum(h, [&](std::int64_t k) { return to_float(xr[k]) * to_float(w[j * h + k]); });
+        dot = math::round_to<T>(dot);
+        if (a.bias) dot += bias_at(a, j);
+        logits[i * v + j] = from_float<T>(dot);
+      }
+    });
+    detail::CrossEntropyArgs c = a.ce;
+    c.rows = rows;
+    c.logits = logits;
+    c.logits_row_stride = v;
+    c.target = a.ce.target + r0;
+    c.grad = a.needs_grad() ? logits : nullptr;
+    c.grad_row_stride = v;
+    if (c.params.reduction == Reduction::kNone) {
+      c.loss = a.ce.loss ? a.ce.loss + r0 : nullptr;
+      c.z_loss = a.ce.z_loss ? a.ce.z_loss + r0 : nullptr;
+    }
+    cross_entropy_rows(c, scales, ws.row_ce + r0, ws.row_z + r0);
+    if (!a.needs_grad()) continue;
+    const T* dl = logits;
+    if (a.grad_hidden) {  // dx_c = round_T(dL @ w)
+      auto* dx = static_cast<T*>(a.grad_hidden);
+      parallel_for(rows, v * h, [&](std::int64_t i) {
+        std::vector<float> acc(h, 0.0f);
+        for (std::int64_t j = 0; j < v; ++j) {
+          const float g = to_float(dl[i * v + j]);
+          for (std::int64_t k = 0; k < h; ++k) acc[k] += g * to_float(w[j * h + k]);
+        }
+        for (std::int64_t k = 0; k < h; ++k) dx[(r0 + i) * h + k] = from_float<T>(acc[k]);
+      });
+    }
+    if (a.grad_weight) {  // dw += dL^T @ x_c, one rounding to dw's dtype per chunk
+      detail::dispatch_dtype(a.grad_weight_dtype, [&](auto tag) {
+        using G = typename decltype(tag)::type;
+        auto* dw = static_cast<G*>(a.grad_weight);
+        parallel_for(v, rows * h, [&](std::int64_t j) {
+          std::vector<float> acc(h, 0.0f);
+          for (std::int64_t i = 0; i < rows; ++i) {
+            const float g = to_float(dl[i * v + j]);
+            const T* xr = x + (r0 + i) * a.hidden_row_stride;
+            for (std::int64_t k = 0; k < h; ++k) acc[k] += g * to_float(xr[k]);
+          }
+          for (std::int64_t k = 0; k < h; ++k) {
+            const float prev = r0 == 0 ? 0.0f : to_float(dw[j * h + k]);
+            dw[j * h + k] = from_float<G>(prev + acc[k]);
+          }
+        });
+      });
+    }
+    if (a.grad_bias) {
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < v; ++j) ws.dbias[j] += to_float(dl[i * v + j]);
+    }
+  }
+  if (a.needs_grad() && n == 0) {
+    if (a.grad_weight) std::memset(a.grad_weight, 0, element_size(a.grad_weight_dtype) * v * h);
+  }
+  if (a.grad_bias) {
+    detail::dispatch_dtype(a.grad_bias_dtype, [&](auto tag) {
+      using G = typename decltype(tag)::type;
+      for (std::int64_t j = 0; j < v; ++j)
+        static_cast<G*>(a.grad_bias)[j] = from_float<G>(ws.dbias[j]);
+    });
+  }
+  cross_entropy_finish(a.ce, scales, ws.row_ce, ws.row_z);
+}
+
+}  // namespace
+
+std::size_t fused_linear_cross_entropy_workspace_size(const FlceArgs& a) {
+  return align(static_cast<std::size_t>(a.chunk_rows * a.ce.vocab) * element_size(a.dtype)) +
+         2 * align(sizeof(float) * a.ce.rows) + sizeof(float) * a.ce.vocab;
+}
+
+void fused_linear_cross_entropy(const FlceArgs& a) {
+  detail::dispatch_dtype(a.dtype, [&](auto tag) { run<typename decltype(tag)::type>(a); });
+}
+
+}  // namespace tigon::cpu

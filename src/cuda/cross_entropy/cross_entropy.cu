@@ -1,0 +1,195 @@
+// Cross-entropy CUDA backend entry points: prepare (denominators, float32 class weights), the row
+// kernel, and the final sum, all on the caller's stream, inside the caller's workspace. Never
+// allocates and never synchronizes (CUDA-graph capturable).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/dispatch.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/launch.cuh"
+#include "cuda/cross_entropy/kernels.cuh"
+#include "cuda/cross_entropy/steps.h"
+#include "ops/cross_entropy_args.h"
+
+namespace tigon::cuda {
+namespace {
+
+using namespace tigon::cuda::cross_entropy;
+using detail::CrossEntropyArgs;
+
+// Shared memory per CTA for the row copy between the passes (two CTAs per SM).
+constexpr std::size_t kCacheBytes = 96 * 1024;
+
+bool aligned(const void* p, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+Layout layout_of(const CrossEntropyArgs& a, bool forward) {
+  Layout l;
+  l.rows = a.rows;
+  l.vocab = a.vocab;
+  l.forward = forward;
+  l.weighted = a.weight != nullptr;
+  return l;
+}
+
+void prepare_into(const CrossEntropyArgs& a, float* header, float* weights_f32, cudaStream_t s) {
+  auto launch = [&](auto w_tag) {
+    using W = typename decltype(w_tag)::type;
+    launch_kernel(ce_prepare_kernel<W>, 1, dim3(kReduceThreads), 0, 1, s, a.target, a.rows,
+                  a.params.ignore_index, static_cast<const W*>(a.weight), a.vocab,
+                  static_cast<int>(a.params.reduction), a.divisor, header, weights_f32);
+  };
+  if (a.weight == nullptr) {
+    launch(detail::TypeTag<float>{});
+  } else {
+    detail::dispatch_dtype(a.weight_dtype, launch);
+  }
+}
+
+template <typename T, int P, RowMode kMode>
+void launch_rows(const RowParams& p, int device, cudaStream_t s) {
+  std::size_t smem = 0;
+  if constexpr (kMode == RowMode::kLossGrad) {
+    smem = static_cast<std::size_t>(p.cache_packs) * P * sizeof(T);
+    static bool configured = false;  // per instantiation; the attribute is per function
+    if (!configured) {
+      TIGON_CUDA_CHECK(cudaFuncSetAttribute(ce_row_kernel<T, P, kMode>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kCacheBytes)));
+      configured = true;
+    }
+  }
+  const DeviceInfo info = device_info(device);
+  const std::int64_t grid = std::min<std::int64_t>(p.rows, 2 * std::int64_t{info.sm_count});
+  launch_kernel(ce_row_kernel<T, P, kMode>, grid, dim3(kRowThreads), smem, 1, s, p);
+}
+
+template <RowMode kMode>
+void run_rows(const CrossEntropyArgs& a, RowParams p, int device, cudaStream_t s) {
+  detail::dispatch_dtype(a.logits_dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kVec = static_cast<int>(16 / sizeof(T));
+    const bool vec = a.vocab % kVec == 0 && aligned(a.logits, 16) &&
+                     (a.rows == 1 || a.logits_row_stride % kVec == 0) &&
+                     (a.grad == nullptr ||
+                      (aligned(a.grad, 16) && (a.rows == 1 || a.grad_row_stride % kVec == 0)));
+    const int pack = vec ? kVec : 1;
+    p.cache_packs = kMode == RowMode::kLossGrad
+                        ? std::min<std::int64_t>(a.vocab / pack, kCacheBytes / (pack * sizeof(T)))
+                        : 0;
+    if (vec) {
+      launch_rows<T, kVec, kMode>(p, device, s);
+    } else {
+      launch_rows<T, 1, kMode>(p, device, s);
+    }
+  });
+}
+
+RowParams row_params(const CrossEntropyArgs& a, const float* header, const float* weights,
+                     float* row_ce, float* row_z) {
+  RowParams p{};
+  p.logits = a.logits;
+  p.logits_row_stride = a.logits_row_stride;
+  p.target = a.target;
+  p.grad = a.grad;
+  p.grad_row_stride = a.grad_row_stride;
+  p.rows = a.rows;
+  p.vocab = a.vocab;
+  p.ignore_index = a.params.ignore_index;
+  p.label_smoothing = a.params.label_smoothing;
+  p.lse_square_scale = a.params.lse_square_scale;
+  p.softcap = a.params.softcap;
+  p.scales = header;
+  p.weights = a.weight ? weights : nullptr;
+  p.row_ce = row_ce;
+  p.row_z = row_z;
+  p.lse = a.lse;
+  p.grad_loss = a.grad_loss;
+  p.per_row_upstream = a.params.reduction == Reduction::kNone;
+  return p;
+}
+
+}  // namespace
+
+namespace cross_entropy {
+
+void prepare(const CrossEntropyArgs& all_rows, float* header, float* weights_f32,
+             cudaStream_t stream) {
+  prepare_into(all_rows, header, weights_f32, stream);
+}
+
+void forward_rows(const CrossEntropyArgs& a, const float* header, const float* weights_f32,
+                  float* row_ce, float* row_z, int device, cudaStream_t s) {
+  if (a.rows == 0) return;
+  RowParams p = row_params(a, header, weights_f32, row_ce, row_z);
+  if (a.params.reduction == Reduction::kNone) {
+    p.loss_rows = a.loss;
+    p.z_rows = a.z_loss;
+  }
+  if (a.grad != nullptr) {
+    run_rows<RowMode::kLossGrad>(a, p, device, s);
+  } else {
+    run_rows<RowMode::kLoss>(a, p, device, s);
+  }
+}
+
+void finish(const float* header, const float* row_ce, const float* row_z, std::int64_t rows,
+            float* loss, float* z_loss, cudaStream_t s) {
+  launch_kernel(ce_finish_kernel, 1, dim3(kReduceThreads), 0, 1, s, header, row_ce, row_z, rows,
+                loss, z_loss);
+}
+
+}  // namespace cross_entropy
+
+std::size_t cross_entropy_workspace_size(const CrossEntropyArgs& a, bool forward) {
+  return static_cast<std::size_t>(layout_of(a, forward).floats()) * sizeof(float);
+}
+
+void cross_entropy_fwd(const CrossEntropyArgs& a, int device, void* stream) {
+  const DeviceGuard guard(device);
+  const auto s = static_cast<cudaStream_t>(stream);
+  const Layout l = layout_of(a, true);
+  float* ws = static_cast<float*>(a.workspace);
+  float* row_ce = ws + Layout::kHeader;
+  float* row_z = row_ce + a.rows;
+  cross_entropy::prepare(a, ws, ws + l.weights_offset(), s);
+  cross_entropy::forward_rows(a, ws, ws + l.weights_offset(), row_ce, row_z, device, s);
+  if (a.params.reduction != Reduction::kNone) {
+    cross_entropy::finish(ws, row_ce, row_z, a.rows, a.loss, a.z_loss, s);
+  }
+}
+
+void cross_entropy_bwd(const CrossEntropyArgs& a, int device, void* stream) {
+  const DeviceGuard guard(device);
+  const auto s = static_cast<cudaStream_t>(stream);
+  const Layout l = layout_of(a, false);
+  float* ws = static_cast<float*>(a.workspace);
+  cross_entropy::prepare(a, ws, ws + l.weights_offset(), s);
+  run_rows<RowMode::kGrad>(a, row_params(a, ws, ws + l.weights_offset(), nullptr, nullptr), device,
+                           s);
+}
+
+void cross_entropy_scale_grad(const detail::ScaleGradArgs& a, int device, void* stream) {
+  const DeviceGuard guard(device);
+  const auto s = static_cast<cudaStream_t>(stream);
+  detail::dispatch_dtype(a.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int kVec = static_cast<int>(16 / sizeof(T));
+    const bool vec =
+        a.vocab % kVec == 0 && aligned(a.grad, 16) && (a.rows == 1 || a.row_stride % kVec == 0);
+    const DeviceInfo info = device_info(device);
+    const std::int64_t grid = 8 * std::int64_t{info.sm_count};
+    if (vec) {
+      launch_kernel(ce_scale_kernel<T, kVec>, grid, dim3(256), 0, 1, s, static_cast<T*>(a.grad),
+                    a.rows, a.vocab, a.row_stride, a.scale);
+    } else {
+      launch_kernel(ce_scale_kernel<T, 1>, grid, dim3(256), 0, 1, s, static_cast<T*>(a.grad),
+                    a.rows, a.vocab, a.row_stride, a.scale);
+    }
+  });
+}
+
+}  // namespace tigon::cuda

@@ -1,0 +1,31 @@
+// The cross-entropy CUDA steps, for callers that run the rows in chunks (fused linear
+// cross-entropy): the reduction's scales over all rows, the rows of one chunk, the final sum.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ops/cross_entropy_args.h"
+
+namespace tigon::cuda::cross_entropy {
+
+// Floats of the header the steps share (scales, denominators).
+inline constexpr std::int64_t kHeaderFloats = 8;
+
+// header[kHeaderFloats]; weights_f32[vocab] (only with class weights).
+void prepare(const detail::CrossEntropyArgs& all_rows, float* header, float* weights_f32,
+             cudaStream_t stream);
+
+// The rows of `chunk` (pointers and row count of the chunk): per-row terms, lse if chunk.lse, the
+// gradient for upstream 1 into chunk.grad if set (may equal chunk.logits). For kNone, chunk.loss
+// and chunk.z_loss (if set) receive the per-row values.
+void forward_rows(const detail::CrossEntropyArgs& chunk, const float* header,
+                  const float* weights_f32, float* row_ce, float* row_z, int device,
+                  cudaStream_t stream);
+
+// loss[0] (and z_loss[0]) from the per-row terms (kSum / kMean).
+void finish(const float* header, const float* row_ce, const float* row_z, std::int64_t rows,
+            float* loss, float* z_loss, cudaStream_t stream);
+
+}  // namespace tigon::cuda::cross_entropy

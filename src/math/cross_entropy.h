@@ -1,0 +1,128 @@
+// Cross-entropy formulas, per element and per row, shared by the CPU and CUDA backends. The spec
+// (what is computed, where it rounds) is include/tigon/ops/cross_entropy.h.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "math/host_device.h"
+
+namespace tigon::math {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+// Running max and sum of exp(c - max) of a row (online softmax), and sum of w_j * c_j for label
+// smoothing. Sums are kept in base 2: sum = sum_j 2^((c_j - max) * log2 e). The backends leave
+// the target class out of `sum` (see ce_target_terms) but not out of `max`.
+struct OnlineLse {
+  float max = -INFINITY;
+  float sum = 0.0f;
+  float weighted_sum = 0.0f;  // sum_j w_j * c_j (only read with label smoothing)
+
+  // Merges another partial state (same row): exact max, sums rescaled to the common max.
+  TIGON_HD void merge(const OnlineLse& o) {
+    const float m = fmaxf(max, o.max);
+    if (m == -INFINITY) {  // both empty (or all -inf): nothing to rescale
+      weighted_sum += o.weighted_sum;
+      return;
+    }
+    sum = sum * exp2f((max - m) * kLog2e) + o.sum * exp2f((o.max - m) * kLog2e);
+    max = m;
+    weighted_sum += o.weighted_sum;
+  }
+
+  TIGON_HD float lse() const { return max + logf(sum); }
+};
+
+// What one row needs to turn logits into loss and gradient; built once per row.
+struct CeRow {
+  float softcap = 0.0f;      // 0: off
+  float inv_softcap = 0.0f;  // 1 / softcap
+  float lse = 0.0f;          // of the capped logits
+  float lse_log2 = 0.0f;     // lse * log2 e
+  float coef_p = 0.0f;       // dc_j = coef_p * p_j - coef_w * w_j - [j == y] * coef_y
+  float coef_w = 0.0f;       //   (coef_w multiplies w_j, or 1 without class weights)
+  float coef_y = 0.0f;
+  float one_minus_p_y = -1.0f;  // 1 - p_y when the forward measured it (>= 0), else unknown
+};
+
+// A row's lse and target terms from its online state, where `sum_other` excludes the target
+// class: then 1 - p_y = sum_other / total and lse - c_y = log1p(sum_other / e_y) have full
+// float32 relative precision even when p_y -> 1 (no cancellation against 1 or against lse).
+struct CeTargetTerms {
+  float lse;
+  float one_minus_p_y;
+  float nll;  // lse - c_y
+};
+
+TIGON_HD CeTargetTerms ce_target_terms(float max, float sum_other, float c_y) {
+  const float e_y = exp2f((c_y - max) * kLog2e);
+  const float total = sum_other + e_y;
+  CeTargetTerms t;
+  t.lse = max + logf(total);
+  t.one_minus_p_y = sum_other / total;
+  t.nll = e_y > 0.0f ? log1pf(sum_other / e_y) : t.lse - c_y;
+  return t;
+}
+
+// The capped logit c = softcap * tanh(x / softcap) (x itself without a cap).
+TIGON_HD float cap_logit(float x, float softcap, float inv_softcap) {
+  return softcap > 0.0f ? softcap * tanhf(x * inv_softcap) : x;
+}
+
+// d c / d x = 1 - tanh(x / softcap)^2, from c: tanh = c / softcap.
+TIGON_HD float cap_derivative(float c, float softcap, float inv_softcap) {
+  if (!(softcap > 0.0f)) return 1.0f;
+  const float t = c * inv_softcap;
+  return 1.0f - t * t;
+}
+
+// exp(c - lse) = 2^(c * log2 e - lse * log2 e).
+TIGON_HD float softmax_prob(float c, const CeRow& r) { return exp2f(c * kLog2e - r.lse_log2); }
+
+// Row coefficients of the gradient, for the scales a (cross-entropy) and b (z-loss) of the
+// reduction times the upstream gradient (header formula):
+//   dc_j = a (1-ls) w_y (p_j - [j==y]) + a (ls/V) (W p_j - w_j) + b 2 z lse p_j
+TIGON_HD CeRow ce_row(float lse, float softcap, float label_smoothing, float lse_square_scale,
+                      float w_y, float weight_total, std::int64_t vocab, float a, float b) {
+  CeRow r;
+  r.softcap = softcap;
+  r.inv_softcap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
+  r.lse = lse;
+  r.lse_log2 = lse * kLog2e;
+  const float smooth = label_smoothing / static_cast<float>(vocab);
+  r.coef_y = a * (1.0f - label_smoothing) * w_y;
+  r.coef_p = r.coef_y + a * smooth * weight_total + b * 2.0f * lse_square_scale * lse;
+  r.coef_w = a * smooth;
+  return r;
+}
+
+// dc_j for a non-target class j (w_j = 1 without class weights).
+TIGON_HD float ce_grad(float c, float w_j, const CeRow& r) {
+  return r.coef_p * softmax_prob(c, r) - r.coef_w * w_j;
+}
+
+// dc_y for the target class: coef_p * p_y - coef_y = coef_y * (p_y - 1) + (coef_p - coef_y) p_y,
+// with p_y - 1 in float32 before any rounding: from the forward's sum over the other classes
+// when known (exact), else expm1(c_y - lse) (the recompute path; limited by lse's rounding).
+TIGON_HD float ce_grad_target(float c, float w_y, const CeRow& r) {
+  const float p = softmax_prob(c, r);
+  const float p_minus_1 = r.one_minus_p_y >= 0.0f ? -r.one_minus_p_y : expm1f(c - r.lse);
+  return r.coef_y * p_minus_1 + (r.coef_p - r.coef_y) * p - r.coef_w * w_y;
+}
+
+// ce_i (header formula): (1-ls) w_y nll + (ls/V) (W lse - sum_j w_j c_j), nll = lse - c_y.
+TIGON_HD float ce_row_loss(float lse, float nll, float w_y, float weighted_sum, float weight_total,
+                           float label_smoothing, std::int64_t vocab) {
+  float loss = (1.0f - label_smoothing) * w_y * nll;
+  if (label_smoothing != 0.0f) {
+    loss += label_smoothing / static_cast<float>(vocab) * (weight_total * lse - weighted_sum);
+  }
+  return loss;
+}
+
+// 1 / d, and 0 when d == 0 (all-ignored batches: 0, not NaN).
+TIGON_HD float safe_reciprocal(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+
+}  // namespace tigon::math

@@ -1,0 +1,81 @@
+// Cross-entropy arguments after validation: the contract between src/ops/cross_entropy.cpp and
+// the backends, which may assume all of it holds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tigon/ops/cross_entropy.h"
+
+namespace tigon::detail {
+
+struct CrossEntropyArgs {
+  CrossEntropyParams params;
+  std::int64_t rows = 0;
+  std::int64_t vocab = 0;
+  const void* logits = nullptr;
+  std::int64_t logits_row_stride = 0;
+  DType logits_dtype = DType::kFloat32;
+  const std::int64_t* target = nullptr;
+  const void* weight = nullptr;  // [vocab] class weights; null: none
+  DType weight_dtype = DType::kFloat32;
+  const float* divisor = nullptr;  // one element, kSum only; null: none
+  // Forward outputs (loss is required; the others may be null).
+  float* loss = nullptr;
+  float* z_loss = nullptr;
+  float* lse = nullptr;  // forward: written if non-null; backward: read
+  // The gradient (forward: optional, for upstream 1; backward: required). May equal logits.
+  void* grad = nullptr;
+  std::int64_t grad_row_stride = 0;
+  // Backward: the upstream gradient, [rows] for kNone, one element otherwise.
+  const float* grad_loss = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+// grad *= scale[0] (skipped when scale[0] == 1).
+struct ScaleGradArgs {
+  void* grad = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t vocab = 0;
+  std::int64_t row_stride = 0;
+  DType dtype = DType::kFloat32;
+  const float* scale = nullptr;
+};
+
+// Workspace layout shared by both backends, in floats: [0, 4) the denominators and scales
+// (CeScales), then per-row cross-entropy and z-loss terms (forward only), then float32 class
+// weights (CUDA only).
+struct CeScales {
+  float weight_sum;           // W_ce: sum of w_y over non-ignored rows
+  float count;                // n: non-ignored rows
+  float a;                    // scale of the cross-entropy terms (1/W_ce, 1/d or 1)
+  float b;                    // scale of the z-loss terms (1/n, 1/d or 1)
+  float weight_total = 0.0f;  // W: sum of all class weights (vocab without weights)
+};
+inline constexpr std::size_t kCeScalesFloats = 4;
+
+}  // namespace tigon::detail
+
+namespace tigon::cpu {
+std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs& args, bool forward);
+void cross_entropy_fwd(const detail::CrossEntropyArgs& args);
+void cross_entropy_bwd(const detail::CrossEntropyArgs& args);
+void cross_entropy_scale_grad(const detail::ScaleGradArgs& args);
+
+// Building blocks of the fused linear cross-entropy: the reduction's scales over all rows; the
+// rows of `args` (a chunk: its pointers and row count) with those scales, per-row terms into
+// row_ce / row_z and the gradient (if args.grad) for upstream 1; the final reduction.
+detail::CeScales cross_entropy_scales(const detail::CrossEntropyArgs& args);
+void cross_entropy_rows(const detail::CrossEntropyArgs& args, const detail::CeScales& scales,
+                        float* row_ce, float* row_z);
+void cross_entropy_finish(const detail::CrossEntropyArgs& args, const detail::CeScales& scales,
+                          const float* row_ce, const float* row_z);
+}  // namespace tigon::cpu
+
+namespace tigon::cuda {
+std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs& args, bool forward);
+void cross_entropy_fwd(const detail::CrossEntropyArgs& args, int device, void* stream);
+void cross_entropy_bwd(const detail::CrossEntropyArgs& args, int device, void* stream);
+void cross_entropy_scale_grad(const detail::ScaleGradArgs& args, int device, void* stream);
+}  // namespace tigon::cuda

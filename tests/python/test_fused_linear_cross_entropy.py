@@ -1,0 +1,136 @@
+"""tigon.ops.fused_linear_cross_entropy vs the unfused PyTorch path (matmul, float32 logits,
+F.cross_entropy): loss and gradients of hidden, weight and bias for every option, chunk sizes,
+float32 vs weight-dtype dW accumulation, HF num_items_in_batch, upstream scaling, no-grad and
+reduction none, opcheck and torch.compile."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import DEVICES
+
+import tigon
+
+OPS = torch.ops.tigon
+
+
+def unfused(h, w, t, b=None, ce_weight=None, ignore_index=-100, reduction="mean",
+            label_smoothing=0.0, lse_square_scale=0.0, softcap=None):  # fmt: skip
+    logits = F.linear(h, w, b).float()
+    if softcap is not None:
+        logits = softcap * torch.tanh(logits / softcap)
+    loss = F.cross_entropy(logits, t, ce_weight, ignore_index=ignore_index, reduction=reduction,
+                           label_smoothing=label_smoothing)  # fmt: skip
+    valid = t != ignore_index
+    z = lse_square_scale * torch.logsumexp(logits, -1).pow(2) * valid
+    z = z.sum() / valid.sum() if reduction == "mean" else z.sum() if reduction == "sum" else z
+    return loss + z
+
+
+def _problem(n, h, v, dtype, device, bias=False):
+    x = torch.randn(n, h, device=device).to(dtype)
+    w = (torch.randn(v, h, device=device) / h**0.5).to(dtype)
+    b = torch.randn(v, device=device).to(dtype) if bias else None
+    t = torch.randint(0, v, (n,), device=device)
+    t[::7] = -100
+    return x, w, b, t
+
+
+OPTIONS = {
+    "plain": {},
+    "all": {"label_smoothing": 0.1, "lse_square_scale": 1e-3, "softcap": 10.0, "ce_weight": True},
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("name", list(OPTIONS))
+@pytest.mark.parametrize("chunk", [None, 5])
+def test_matches_unfused(chunk, name, bias, reduction, dtype, device):
+    opts = dict(OPTIONS[name])
+    x, w, b, t = _problem(29, 24, 53, dtype, device, bias)
+    if opts.pop("ce_weight", False):
+        opts["ce_weight"] = torch.rand(53, device=device) + 0.5
+    leaves = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+    if b is not None:
+        leaves.append(b.clone().requires_grad_())
+    refs = [p.detach().clone().requires_grad_() for p in leaves]
+    got = tigon.ops.fused_linear_cross_entropy(
+        leaves[0], leaves[1], t, leaves[2] if bias else None, reduction=reduction,
+        chunk_size=chunk, **opts,
+    )  # fmt: skip
+    want = unfused(refs[0], refs[1], t, refs[2] if bias else None, reduction=reduction, **opts)
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    torch.testing.assert_close(got, want, **tol)
+    (2.5 * got).backward()
+    (2.5 * want).backward()
+    for p, r in zip(leaves, refs, strict=True):
+        torch.testing.assert_close(p.grad, r.grad, **tol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_weight_dtype_accumulation_and_chunks(device):
+    x, w, _, t = _problem(40, 16, 37, torch.bfloat16, device)
+    grads = {}
+    for accum, chunk in [(None, None), (None, 3), (torch.bfloat16, 3)]:
+        wl = w.clone().requires_grad_()
+        tigon.ops.fused_linear_cross_entropy(
+            x, wl, t, chunk_size=chunk, accum_dtype=accum
+        ).backward()
+        grads[(accum, chunk)] = wl.grad.float()
+    ref = w.float().requires_grad_()
+    unfused(x.float(), ref, t).backward()
+    for g in grads.values():
+        torch.testing.assert_close(g, ref.grad, rtol=3e-2, atol=3e-3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_num_items_in_batch_and_frozen_weight(device):
+    x, w, _, t = _problem(20, 8, 30, torch.float32, device)
+    n = (t != -100).sum()
+    xl = x.clone().requires_grad_()
+    loss = tigon.ops.fused_linear_cross_entropy(xl, w, t, reduction="sum", num_items_in_batch=n)
+    xr = x.clone().requires_grad_()
+    want = unfused(xr, w, t, reduction="sum") / n
+    torch.testing.assert_close(loss, want)
+    loss.backward()
+    want.backward()
+    torch.testing.assert_close(xl.grad, xr.grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_grad_and_reduction_none(device):
+    x, w, b, t = _problem(12, 8, 19, torch.float32, device, bias=True)
+    with torch.no_grad():
+        got = tigon.ops.fused_linear_cross_entropy(x, w, t, b, reduction="none", chunk_size=5)
+    torch.testing.assert_close(got, unfused(x, w, t, b, reduction="none"))
+    with pytest.raises(NotImplementedError):
+        tigon.ops.fused_linear_cross_entropy(x.requires_grad_(), w, t, reduction="none")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    x, w, b, t = _problem(9, 8, 13, torch.float32, device, bias=True)
+    args = (x, w, t, b, None, None, -100, "mean", 0.1, 1e-3, 0.0, 4, True, True, True, True)
+    torch.library.opcheck(OPS.fused_linear_cross_entropy_fwd.default, args)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph(device):
+    torch._dynamo.reset()
+    x, w, _, t = _problem(16, 8, 21, torch.float32, device)
+
+    def f(h, weight):
+        return tigon.ops.fused_linear_cross_entropy(h * 1.0, weight, t, softcap=20.0) * 3.0
+
+    h1, w1 = x.clone().requires_grad_(), w.clone().requires_grad_()
+    f(h1, w1).backward()
+    h2, w2 = x.clone().requires_grad_(), w.clone().requires_grad_()
+    out = torch.compile(f, fullgraph=True)(h2, w2)
+    out.backward()
+    torch.testing.assert_close(h2.grad, h1.grad)
+    torch.testing.assert_close(w2.grad, w1.grad)
