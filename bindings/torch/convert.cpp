@@ -42,9 +42,10 @@ TensorView to_view(const at::Tensor& t, std::string_view op, std::string_view ar
                     argument_message(op, arg, "a strided (dense) tensor",
                                      "a sparse or other non-strided layout"));
   const std::optional<DType> dtype = to_dtype(t.scalar_type());
-  TORCH_CHECK_TYPE(dtype.has_value(),
-                   argument_message(op, arg, "dtype float32, float16, bfloat16 or int64",
-                                    "torch." + c10::getDtypeNames(t.scalar_type()).first));
+  TORCH_CHECK_TYPE(
+      dtype.has_value(),
+      argument_message(op, arg, "dtype float32, float16 or bfloat16 (int64 for index tensors)",
+                       "torch." + c10::getDtypeNames(t.scalar_type()).first));
   TensorView v;
   v.dtype = *dtype;
   if (t.is_cuda()) {

@@ -92,7 +92,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy_fwd(
                       argument_message(op, "logits",
                                        "unit stride in the last dimension and one row stride "
                                        "(the gradient is written into the logits)",
-                                       "strides " + c10::str(logits.strides())));
+                                       "strides " + int_list(logits.strides())));
   }
   return translate_errors([&] {
     const Inputs in = make_inputs(logits, target, weight, divisor, in_place, op);

@@ -68,7 +68,7 @@ void glu_bwd_inplace(GluActivation act, const at::Tensor& dy_arg, const at::Tens
                                        "unit stride in the last dimension and leading dimensions "
                                        "that collapse to one row stride (the gradient is written "
                                        "into it)",
-                                       "strides " + c10::str(t.strides())));
+                                       "strides " + int_list(t.strides())));
   }
   translate_errors([&] {
     const at::Tensor dy = grad_like(dy_arg, a);
