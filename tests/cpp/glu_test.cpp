@@ -14,6 +14,7 @@
 #include "host_tensor.h"
 #include "math/activations.h"
 #include "math/glu.h"
+#include "test_support.h"
 #include "tigon/tigon.h"
 
 namespace {
@@ -22,29 +23,9 @@ using tigon::DType;
 using tigon::GluActivation;
 using tigon::TensorView;
 using tigon::testing::HostTensor;
+using tigon::testing::round_to;
+using tigon::testing::ulp_at;
 using tigon::testing::ulp_distance;
-
-double round_to(DType dtype, double v) {
-  const float f = static_cast<float>(v);
-  switch (dtype) {
-    case DType::kFloat32: return f;
-    case DType::kFloat16:
-      return tigon::math::half_bits_to_float(tigon::math::float_to_half_bits(f));
-    case DType::kBFloat16:
-      return tigon::math::bf16_bits_to_float(tigon::math::float_to_bf16_bits(f));
-  }
-  return v;
-}
-
-// Spacing of dtype t's values at |v| (normal range).
-double ulp_at(DType t, double v) {
-  const int mantissa = t == DType::kFloat32 ? 23 : t == DType::kFloat16 ? 10 : 7;
-  const int min_exponent = t == DType::kFloat16 ? -14 : -126;
-  int e = 0;
-  std::frexp(std::fabs(v), &e);
-  const int lead = v == 0.0 ? min_exponent : std::max(e - 1, min_exponent);
-  return std::ldexp(1.0, lead - mantissa);
-}
 
 // ------------------------------------------------------------------------- exp_f32, tanh_f32
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "host_tensor.h"
+#include "test_support.h"
 #include "tigon/tigon.h"
 
 namespace {
@@ -16,21 +17,8 @@ using tigon::DType;
 using tigon::ErrorCode;
 using tigon::RmsNormParams;
 using tigon::TensorView;
+using tigon::testing::expect_error;
 using tigon::testing::HostTensor;
-
-void expect_error(const std::function<void()>& call, ErrorCode code, const std::string& arg,
-                  const std::string& expected_fragment = "expected") {
-  try {
-    call();
-    ADD_FAILURE() << "no error for argument '" << arg << "'";
-  } catch (const tigon::Error& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(e.code(), code) << what;
-    EXPECT_NE(what.find("argument '" + arg + "'"), std::string::npos) << what;
-    EXPECT_NE(what.find(expected_fragment), std::string::npos) << what;
-    EXPECT_NE(what.find("got"), std::string::npos) << what;
-  }
-}
 
 class RmsNormErrors : public ::testing::Test {
  protected:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "host_tensor.h"
+#include "test_support.h"
 #include "tigon/tigon.h"
 
 namespace {
@@ -21,19 +22,8 @@ using tigon::RmsNormParams;
 using tigon::TensorView;
 using tigon::testing::epsilon_of;
 using tigon::testing::HostTensor;
+using tigon::testing::round_to;
 using tigon::testing::ulp_distance;
-
-double round_to(DType dtype, double v) {
-  const float f = static_cast<float>(v);
-  switch (dtype) {
-    case DType::kFloat32: return f;
-    case DType::kFloat16:
-      return tigon::math::half_bits_to_float(tigon::math::float_to_half_bits(f));
-    case DType::kBFloat16:
-      return tigon::math::bf16_bits_to_float(tigon::math::float_to_bf16_bits(f));
-  }
-  return v;
-}
 
 struct Case {
   CastingMode mode;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cpp/strided_tensor.h"
+#include "cpp/test_support.h"
 #include "tigon/tigon.h"
 
 namespace {
@@ -13,21 +14,8 @@ namespace {
 using tigon::DType;
 using tigon::ErrorCode;
 using tigon::TensorView;
+using tigon::testing::expect_error;
 using tigon::testing::StridedTensor;
-
-void expect_error(const std::function<void()>& call, ErrorCode code, const std::string& arg,
-                  const std::string& expected_fragment = "expected") {
-  try {
-    call();
-    ADD_FAILURE() << "no error for argument '" << arg << "'";
-  } catch (const tigon::Error& e) {
-    const std::string what = e.what();
-    EXPECT_EQ(e.code(), code) << what;
-    EXPECT_NE(what.find("argument '" + arg + "'"), std::string::npos) << what;
-    EXPECT_NE(what.find(expected_fragment), std::string::npos) << what;
-    EXPECT_NE(what.find("got"), std::string::npos) << what;
-  }
-}
 
 class RopeErrors : public ::testing::Test {
  protected:

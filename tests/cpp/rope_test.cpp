@@ -12,25 +12,15 @@
 #include <vector>
 
 #include "cpp/strided_tensor.h"
+#include "cpp/test_support.h"
 #include "tigon/tigon.h"
 
 namespace {
 
 using tigon::DType;
 using tigon::TensorView;
+using tigon::testing::round_to;
 using tigon::testing::StridedTensor;
-
-double round_to(DType dtype, double v) {
-  const float f = static_cast<float>(v);
-  switch (dtype) {
-    case DType::kFloat32: return f;
-    case DType::kFloat16:
-      return tigon::math::half_bits_to_float(tigon::math::float_to_half_bits(f));
-    case DType::kBFloat16:
-      return tigon::math::bf16_bits_to_float(tigon::math::float_to_bf16_bits(f));
-  }
-  return v;
-}
 
 std::uint32_t bits_of(DType dtype, double v) {
   const float f = static_cast<float>(v);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpp/host_tensor.h"
+#include "cuda/cuda_test_support.h"
 #include "tigon/tigon.h"
 
 namespace {
@@ -24,40 +25,9 @@ using tigon::DType;
 using tigon::Reduction;
 using tigon::TensorView;
 using tigon::Workspace;
+using tigon::testing::DeviceBuffer;
 using tigon::testing::epsilon_of;
 using tigon::testing::HostTensor;
-
-bool cuda_device_present() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
-
-#define SKIP_WITHOUT_CUDA_DEVICE() \
-  if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device"
-
-// A device copy of a host buffer.
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  std::size_t bytes = 0;
-  explicit DeviceBuffer(std::size_t n) : bytes(n) {
-    if (n) EXPECT_EQ(cudaMalloc(&ptr, n), cudaSuccess);
-    if (n) EXPECT_EQ(cudaMemset(ptr, 0, n), cudaSuccess);
-  }
-  DeviceBuffer(const void* host, std::size_t n) : DeviceBuffer(n) {
-    if (n) EXPECT_EQ(cudaMemcpy(ptr, host, n, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~DeviceBuffer() {
-    if (ptr) cudaFree(ptr);
-  }
-  void to_host(void* host, std::size_t n) const {
-    EXPECT_EQ(cudaMemcpy(host, ptr, n, cudaMemcpyDeviceToHost), cudaSuccess);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-};
 
 TensorView on(TensorView v, void* base_dev, const void* base_host) {
   v.data = static_cast<char*>(base_dev) +
@@ -140,22 +110,23 @@ class Problem {
     DeviceBuffer dx(x.bytes(), xbytes()), dy(y_.data(), 8 * c_.n), dw(w_.data(), 4 * w_.size()),
         ddiv(&div_, 4), dloss(4 * loss_n()), dz(4 * loss_n()), dlse(4 * c_.n), dgrad(xbytes());
     CrossEntropyInputs in;
-    in.logits = on(hin.logits, dx.ptr, x.bytes());
-    in.target = vec(dy.ptr, DType::kInt64, c_.n, Device::cuda(0));
-    if (c_.weighted) in.weight = vec(dw.ptr, DType::kFloat32, c_.v, Device::cuda(0));
-    if (c_.divisor > 0) in.divisor = vec(ddiv.ptr, DType::kFloat32, 1, Device::cuda(0));
+    in.logits = on(hin.logits, dx.data(), x.bytes());
+    in.target = vec(dy.data(), DType::kInt64, c_.n, Device::cuda(0));
+    if (c_.weighted) in.weight = vec(dw.data(), DType::kFloat32, c_.v, Device::cuda(0));
+    if (c_.divisor > 0) in.divisor = vec(ddiv.data(), DType::kFloat32, 1, Device::cuda(0));
     DeviceBuffer ws(tigon::cross_entropy_fwd_workspace_size(c_.p, in));
     TensorView g{};
-    if (grad) g = in_place ? in.logits : on(o.grad.view(c_.misalign), dgrad.ptr, o.grad.bytes());
-    tigon::cross_entropy_fwd(c_.p, in, vec(dloss.ptr, DType::kFloat32, loss_n(), Device::cuda(0)),
-                             vec(dz.ptr, DType::kFloat32, loss_n(), Device::cuda(0)),
-                             vec(dlse.ptr, DType::kFloat32, c_.n, Device::cuda(0)), g,
-                             Workspace{ws.ptr, ws.bytes});
+    if (grad) g = in_place ? in.logits : on(o.grad.view(c_.misalign), dgrad.data(), o.grad.bytes());
+    tigon::cross_entropy_fwd(c_.p, in,
+                             vec(dloss.data(), DType::kFloat32, loss_n(), Device::cuda(0)),
+                             vec(dz.data(), DType::kFloat32, loss_n(), Device::cuda(0)),
+                             vec(dlse.data(), DType::kFloat32, c_.n, Device::cuda(0)), g,
+                             Workspace{ws.data(), ws.bytes()});
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    dloss.to_host(o.loss.data(), 4 * loss_n());
-    dz.to_host(o.z.data(), 4 * loss_n());
-    dlse.to_host(o.lse.data(), 4 * c_.n);
-    if (grad) (in_place ? dx : dgrad).to_host(o.grad.bytes(), xbytes());
+    dloss.download(o.loss.data(), 4 * loss_n());
+    dz.download(o.z.data(), 4 * loss_n());
+    dlse.download(o.lse.data(), 4 * c_.n);
+    if (grad) (in_place ? dx : dgrad).download(o.grad.bytes(), xbytes());
     return o;
   }
 
@@ -167,17 +138,17 @@ class Problem {
     DeviceBuffer dx(x.bytes(), xbytes()), dy(y_.data(), 8 * c_.n), dw(w_.data(), 4 * w_.size()),
         ddiv(&div_, 4), dlse(lse.data(), 4 * c_.n), dup(up.data(), 4 * up.size()), dgrad(xbytes());
     CrossEntropyInputs in;
-    in.logits = on(hin.logits, dx.ptr, x.bytes());
-    in.target = vec(dy.ptr, DType::kInt64, c_.n, Device::cuda(0));
-    if (c_.weighted) in.weight = vec(dw.ptr, DType::kFloat32, c_.v, Device::cuda(0));
-    if (c_.divisor > 0) in.divisor = vec(ddiv.ptr, DType::kFloat32, 1, Device::cuda(0));
+    in.logits = on(hin.logits, dx.data(), x.bytes());
+    in.target = vec(dy.data(), DType::kInt64, c_.n, Device::cuda(0));
+    if (c_.weighted) in.weight = vec(dw.data(), DType::kFloat32, c_.v, Device::cuda(0));
+    if (c_.divisor > 0) in.divisor = vec(ddiv.data(), DType::kFloat32, 1, Device::cuda(0));
     DeviceBuffer ws(tigon::cross_entropy_bwd_workspace_size(c_.p, in));
     tigon::cross_entropy_bwd(
-        c_.p, in, vec(dlse.ptr, DType::kFloat32, c_.n, Device::cuda(0)),
-        vec(dup.ptr, DType::kFloat32, static_cast<std::int64_t>(up.size()), Device::cuda(0)),
-        on(out.view(c_.misalign), dgrad.ptr, out.bytes()), Workspace{ws.ptr, ws.bytes});
+        c_.p, in, vec(dlse.data(), DType::kFloat32, c_.n, Device::cuda(0)),
+        vec(dup.data(), DType::kFloat32, static_cast<std::int64_t>(up.size()), Device::cuda(0)),
+        on(out.view(c_.misalign), dgrad.data(), out.bytes()), Workspace{ws.data(), ws.bytes()});
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    dgrad.to_host(out.bytes(), xbytes());
+    dgrad.download(out.bytes(), xbytes());
     return out;
   }
 
@@ -314,11 +285,11 @@ TEST(CrossEntropyCudaEdge, ScaleGradSkipsOneAndScales) {
   DeviceBuffer dg(g.bytes(), 2 * 3 * 37 + 16);
   for (float s : {1.0f, -0.5f}) {
     DeviceBuffer ds(&s, 4);
-    TensorView v = on(g.view(), dg.ptr, g.bytes());
-    tigon::cross_entropy_scale_grad(v, vec(ds.ptr, DType::kFloat32, 1, Device::cuda(0)));
+    TensorView v = on(g.view(), dg.data(), g.bytes());
+    tigon::cross_entropy_scale_grad(v, vec(ds.data(), DType::kFloat32, 1, Device::cuda(0)));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     HostTensor got = g;
-    dg.to_host(got.bytes(), 2 * 3 * 37);
+    dg.download(got.bytes(), 2 * 3 * 37);
     for (std::int64_t i = 0; i < 3; ++i)
       for (std::int64_t j = 0; j < 37; ++j) {
         const float w =

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_test_support.h"
 #include "math/float_types.h"
 #include "math/glu.h"
 #include "tigon/tigon.h"
@@ -21,20 +22,8 @@ using tigon::Device;
 using tigon::DType;
 using tigon::GluActivation;
 using tigon::TensorView;
-
-bool cuda_device_present() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
-
-#define SKIP_WITHOUT_CUDA_DEVICE() \
-  if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device"
-
-void ok(cudaError_t s) { ASSERT_EQ(s, cudaSuccess) << cudaGetErrorString(s); }
+using tigon::testing::cuda_ok;
+using tigon::testing::DeviceBuffer;
 
 // One buffer holding a [rows, width] view at element `offset` with row stride `stride`.
 struct Layout {
@@ -70,19 +59,10 @@ std::vector<unsigned char> random_bytes(DType t, std::int64_t n, std::mt19937& r
   return out;
 }
 
-struct DeviceBytes {
-  void* p = nullptr;
-  explicit DeviceBytes(const std::vector<unsigned char>& host) {
-    EXPECT_EQ(cudaMalloc(&p, host.size() + 16), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(p, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~DeviceBytes() { (void)cudaFree(p); }
-  std::vector<unsigned char> download(std::size_t n) const {
-    std::vector<unsigned char> out(n);
-    EXPECT_EQ(cudaMemcpy(out.data(), p, n, cudaMemcpyDeviceToHost), cudaSuccess);
-    return out;
-  }
-};
+// A device copy of `host` with 16 bytes of slack past its end.
+DeviceBuffer to_device(const std::vector<unsigned char>& host) {
+  return DeviceBuffer(host.data(), host.size(), 16);
+}
 
 struct Case {
   GluActivation act;
@@ -118,29 +98,31 @@ void run_case(const Case& c) {
   auto dy_host = random_bytes(t, lo.elements(), rng);
   std::vector<unsigned char> y_host(lo.elements() * es), da_host = y_host, db_host = y_host;
 
-  DeviceBytes a_dev(a_host), b_dev(b_host), dy_dev(dy_host), y_dev(y_host), da_dev(y_host),
-      db_dev(y_host);
+  DeviceBuffer a_dev = to_device(a_host), b_dev = to_device(b_host), dy_dev = to_device(dy_host),
+               y_dev = to_device(y_host), da_dev = to_device(y_host), db_dev = to_device(y_host);
   const Device cpu = Device::cpu(), gpu = Device::cuda(0);
   void* b_cpu_base = c.fused ? a_host.data() : b_host.data();
-  void* b_gpu_base = c.fused ? a_dev.p : b_dev.p;
+  void* b_gpu_base = c.fused ? a_dev.data() : b_dev.data();
   tigon::glu_fwd(c.act, la.view(a_host.data(), t, cpu), lb.view(b_cpu_base, t, cpu),
                  lo.view(y_host.data(), t, cpu));
-  tigon::glu_fwd(c.act, la.view(a_dev.p, t, gpu), lb.view(b_gpu_base, t, gpu),
-                 lo.view(y_dev.p, t, gpu));
-  ok(cudaDeviceSynchronize());
+  tigon::glu_fwd(c.act, la.view(a_dev.data(), t, gpu), lb.view(b_gpu_base, t, gpu),
+                 lo.view(y_dev.data(), t, gpu));
+  cuda_ok(cudaDeviceSynchronize());
   EXPECT_EQ(y_dev.download(y_host.size()), y_host) << "forward";
 
   const TensorView da_cpu =
       c.in_place ? la.view(a_host.data(), t, cpu) : lo.view(da_host.data(), t, cpu);
   const TensorView db_cpu =
       c.in_place ? lb.view(b_cpu_base, t, cpu) : lo.view(db_host.data(), t, cpu);
-  const TensorView da_gpu = c.in_place ? la.view(a_dev.p, t, gpu) : lo.view(da_dev.p, t, gpu);
-  const TensorView db_gpu = c.in_place ? lb.view(b_gpu_base, t, gpu) : lo.view(db_dev.p, t, gpu);
+  const TensorView da_gpu =
+      c.in_place ? la.view(a_dev.data(), t, gpu) : lo.view(da_dev.data(), t, gpu);
+  const TensorView db_gpu =
+      c.in_place ? lb.view(b_gpu_base, t, gpu) : lo.view(db_dev.data(), t, gpu);
   tigon::glu_bwd(c.act, lo.view(dy_host.data(), t, cpu), la.view(a_host.data(), t, cpu),
                  lb.view(b_cpu_base, t, cpu), da_cpu, db_cpu);
-  tigon::glu_bwd(c.act, lo.view(dy_dev.p, t, gpu), la.view(a_dev.p, t, gpu),
+  tigon::glu_bwd(c.act, lo.view(dy_dev.data(), t, gpu), la.view(a_dev.data(), t, gpu),
                  lb.view(b_gpu_base, t, gpu), da_gpu, db_gpu);
-  ok(cudaDeviceSynchronize());
+  cuda_ok(cudaDeviceSynchronize());
   if (c.in_place) {
     EXPECT_EQ(a_dev.download(a_host.size()), a_host) << "da (in a)";
     if (!c.fused) EXPECT_EQ(b_dev.download(b_host.size()), b_host) << "db (in b)";
@@ -180,7 +162,7 @@ TEST(GluCudaEdge, EmptyIsANoOp) {
   TensorView e = TensorView::contiguous(nullptr, DType::kBFloat16, {0, 16}, Device::cuda(0));
   tigon::swiglu_fwd(e, e, e);
   tigon::geglu_bwd(e, e, e, e, e);
-  ok(cudaDeviceSynchronize());
+  cuda_ok(cudaDeviceSynchronize());
 }
 
 // Two runs of the same call give the same bits (no atomics, no order dependence).
@@ -189,12 +171,12 @@ TEST(GluCudaEdge, Deterministic) {
   const std::int64_t n = 1 << 22;
   std::mt19937 rng(7);
   auto a = random_bytes(DType::kBFloat16, n, rng), b = random_bytes(DType::kBFloat16, n, rng);
-  DeviceBytes ad(a), bd(b), y1(a), y2(a);
+  DeviceBuffer ad = to_device(a), bd = to_device(b), y1 = to_device(a), y2 = to_device(a);
   const Device d = Device::cuda(0);
   auto v = [&](void* p) { return TensorView::contiguous(p, DType::kBFloat16, {n}, d); };
-  tigon::geglu_fwd(v(ad.p), v(bd.p), v(y1.p));
-  tigon::geglu_fwd(v(ad.p), v(bd.p), v(y2.p));
-  ok(cudaDeviceSynchronize());
+  tigon::geglu_fwd(v(ad.data()), v(bd.data()), v(y1.data()));
+  tigon::geglu_fwd(v(ad.data()), v(bd.data()), v(y2.data()));
+  cuda_ok(cudaDeviceSynchronize());
   EXPECT_EQ(y1.download(2 * n), y2.download(2 * n));
 }
 
@@ -205,23 +187,23 @@ TEST(GluCudaHuge, MoreThan2To31Elements) {
   const std::int64_t rows = (std::int64_t{1} << 31) / width + 4;
   const std::int64_t n = rows * width;
   std::size_t free_bytes = 0, total = 0;
-  ok(cudaMemGetInfo(&free_bytes, &total));
+  cuda_ok(cudaMemGetInfo(&free_bytes, &total));
   if (free_bytes < static_cast<std::size_t>(3 * n * 2) + (std::size_t{1} << 30))
     GTEST_SKIP() << "needs ~14 GB of free device memory";
   void *a, *b, *y;
-  ok(cudaMalloc(&a, n * 2));
-  ok(cudaMalloc(&b, n * 2));
-  ok(cudaMalloc(&y, n * 2));
-  ok(cudaMemset(a, 0x3f, n * 2));  // 0x3f3f: bf16 0.746
-  ok(cudaMemset(b, 0x40, n * 2));  // 0x4040: bf16 3.0
-  ok(cudaMemset(y, 0, n * 2));
+  cuda_ok(cudaMalloc(&a, n * 2));
+  cuda_ok(cudaMalloc(&b, n * 2));
+  cuda_ok(cudaMalloc(&y, n * 2));
+  cuda_ok(cudaMemset(a, 0x3f, n * 2));  // 0x3f3f: bf16 0.746
+  cuda_ok(cudaMemset(b, 0x40, n * 2));  // 0x4040: bf16 3.0
+  cuda_ok(cudaMemset(y, 0, n * 2));
   const Device d = Device::cuda(0);
   const auto va = TensorView::contiguous(a, DType::kBFloat16, {rows, width}, d);
   const auto vb = TensorView::contiguous(b, DType::kBFloat16, {rows, width}, d);
   const auto vy = TensorView::contiguous(y, DType::kBFloat16, {rows, width}, d);
   tigon::swiglu_fwd(va, vb, vy);
   tigon::swiglu_bwd(vy, va, vb, va, vb);  // in place, dy = y
-  ok(cudaDeviceSynchronize());
+  cuda_ok(cudaDeviceSynchronize());
   // Every element is the same computation: compare the first and the last few with the CPU.
   using Math = tigon::math::Glu<GluActivation::kSilu, tigon::math::BFloat16>;
   const auto want_y = Math::forward(tigon::math::bf16_bits_to_float(0x3f3f),
@@ -231,16 +213,16 @@ TEST(GluCudaHuge, MoreThan2To31Elements) {
                      tigon::math::bf16_bits_to_float(0x4040));
   for (std::int64_t i : {std::int64_t{0}, (std::int64_t{1} << 31) + 5, n - 1}) {
     std::uint16_t got_y, got_a, got_b;
-    ok(cudaMemcpy(&got_y, static_cast<char*>(y) + 2 * i, 2, cudaMemcpyDeviceToHost));
-    ok(cudaMemcpy(&got_a, static_cast<char*>(a) + 2 * i, 2, cudaMemcpyDeviceToHost));
-    ok(cudaMemcpy(&got_b, static_cast<char*>(b) + 2 * i, 2, cudaMemcpyDeviceToHost));
+    cuda_ok(cudaMemcpy(&got_y, static_cast<char*>(y) + 2 * i, 2, cudaMemcpyDeviceToHost));
+    cuda_ok(cudaMemcpy(&got_a, static_cast<char*>(a) + 2 * i, 2, cudaMemcpyDeviceToHost));
+    cuda_ok(cudaMemcpy(&got_b, static_cast<char*>(b) + 2 * i, 2, cudaMemcpyDeviceToHost));
     EXPECT_EQ(got_y, want_y.bits) << i;
     EXPECT_EQ(got_a, want.da.bits) << i;
     EXPECT_EQ(got_b, want.db.bits) << i;
   }
-  ok(cudaFree(a));
-  ok(cudaFree(b));
-  ok(cudaFree(y));
+  cuda_ok(cudaFree(a));
+  cuda_ok(cudaFree(b));
+  cuda_ok(cudaFree(y));
 }
 
 }  // namespace

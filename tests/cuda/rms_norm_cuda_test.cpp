@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "cpp/test_support.h"
+#include "cuda/cuda_test_support.h"
 #include "math/float_types.h"
 #include "math/rms_norm.h"
 #include "tigon/tigon.h"
@@ -29,25 +31,9 @@ using tigon::RmsNormParams;
 using tigon::Stream;
 using tigon::TensorView;
 using tigon::Workspace;
-
-bool cuda_device_present() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
-
-#define SKIP_WITHOUT_CUDA_DEVICE() \
-  if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device"
-
-void cuda_ok(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(status) + " " +
-                             cudaGetErrorString(status));
-  }
-}
+using tigon::testing::cuda_ok;
+using tigon::testing::DeviceBuffer;
+using tigon::testing::ulp_at;
 
 // ---------------------------------------------------------------------------------------------
 // Host data: raw element buffers of any dtype, random fill through tigon's own conversions.
@@ -93,16 +79,6 @@ std::uint32_t element_bits(DType t, const unsigned char* base, std::int64_t i) {
   std::uint32_t bits = 0;
   std::memcpy(&bits, base + tigon::element_size(t) * i, tigon::element_size(t));
   return bits;
-}
-
-// Spacing of dtype t's representable values at |v|.
-double ulp_at(DType t, double v) {
-  const int mantissa = t == DType::kFloat32 ? 23 : t == DType::kFloat16 ? 10 : 7;
-  const int min_exponent = t == DType::kFloat16 ? -14 : -126;
-  int e = 0;
-  std::frexp(std::fabs(v), &e);
-  const int lead = v == 0.0 ? min_exponent : std::max(e - 1, min_exponent);
-  return std::ldexp(1.0, lead - mantissa);
 }
 
 // A [rows, hidden] matrix with a row stride, starting `offset` elements into its buffer, held as
@@ -176,47 +152,7 @@ TensorView float_vector_view(float* data, std::int64_t n, Device device) {
 // ---------------------------------------------------------------------------------------------
 // Device buffers.
 
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-    cuda_ok(cudaMalloc(&data_, std::max<std::size_t>(bytes, 1)), "cudaMalloc");
-  }
-  ~DeviceBuffer() {
-    if (data_) (void)cudaFree(data_);
-  }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : data_(o.data_), bytes_(o.bytes_) { o.data_ = nullptr; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    std::swap(data_, o.data_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* data() const { return data_; }
-  float* floats() const { return static_cast<float*>(data_); }
-  std::size_t bytes() const { return bytes_; }
-  void upload(const void* host, std::size_t n) {
-    cuda_ok(cudaMemcpy(data_, host, n, cudaMemcpyHostToDevice), "upload");
-  }
-  void download(void* host, std::size_t n) const {
-    cuda_ok(cudaMemcpy(host, data_, n, cudaMemcpyDeviceToHost), "download");
-  }
-  void fill(int byte) {
-    cuda_ok(cudaMemset(data_, byte, std::max<std::size_t>(bytes_, 1)), "cudaMemset");
-  }
-
- private:
-  void* data_ = nullptr;
-  std::size_t bytes_ = 0;
-};
-
-DeviceBuffer to_device(const Matrix& m) {
-  DeviceBuffer b(m.bytes.size());
-  b.upload(m.bytes.data(), m.bytes.size());
-  return b;
-}
+DeviceBuffer to_device(const Matrix& m) { return DeviceBuffer(m.bytes.data(), m.bytes.size()); }
 
 Matrix from_device(const DeviceBuffer& b, const Matrix& layout) {
   Matrix m = layout;

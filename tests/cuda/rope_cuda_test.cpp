@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cpp/strided_tensor.h"
+#include "cuda/cuda_test_support.h"
 #include "tigon/tigon.h"
 
 namespace {
@@ -23,53 +24,30 @@ using tigon::Device;
 using tigon::DType;
 using tigon::Stream;
 using tigon::TensorView;
+using tigon::testing::cuda_ok;
+using tigon::testing::DeviceBuffer;
 using tigon::testing::StridedTensor;
-
-bool cuda_device_present() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
-
-#define SKIP_WITHOUT_CUDA_DEVICE() \
-  if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device"
-
-void cuda_ok(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(status) + " " +
-                             cudaGetErrorString(status));
-  }
-}
 
 // A device copy of a StridedTensor's whole buffer; view() has the same layout on the device.
 class DeviceCopy {
  public:
-  explicit DeviceCopy(const StridedTensor& host) : host_(&host) {
-    cuda_ok(cudaMalloc(&data_, host.storage().size()), "cudaMalloc");
-    cuda_ok(cudaMemcpy(data_, host.storage().data(), host.storage().size(), cudaMemcpyHostToDevice),
-            "to device");
-  }
-  ~DeviceCopy() { cudaFree(data_); }
-  DeviceCopy(const DeviceCopy&) = delete;
-  DeviceCopy& operator=(const DeviceCopy&) = delete;
+  explicit DeviceCopy(const StridedTensor& host)
+      : host_(&host), buffer_(host.storage().data(), host.storage().size()) {}
 
   TensorView view() const {
-    return host_->view(Device::cuda(0), static_cast<std::uint8_t*>(data_) + host_->offset_bytes());
+    return host_->view(Device::cuda(0),
+                       static_cast<std::uint8_t*>(buffer_.data()) + host_->offset_bytes());
   }
   // The device buffer's bytes, laid out as `like`.
   StridedTensor to_host(const StridedTensor& like) const {
     StridedTensor out = like;
-    cuda_ok(cudaMemcpy(out.storage().data(), data_, out.storage().size(), cudaMemcpyDeviceToHost),
-            "to host");
+    buffer_.download(out.storage().data(), out.storage().size());
     return out;
   }
 
  private:
   const StridedTensor* host_;
-  void* data_ = nullptr;
+  DeviceBuffer buffer_;
 };
 
 void expect_same_bits(const StridedTensor& gpu, const StridedTensor& cpu, const std::string& what) {
