@@ -5,8 +5,7 @@
 #include <torch/library.h>
 
 #if defined(TIGON_TORCH_WITH_CUDA)
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include "cuda_context.h"
 #endif
 
 #include <string>
@@ -28,13 +27,11 @@ Outputs flce(const at::Tensor& hidden_arg, const at::Tensor& weight_arg, const a
              c10::string_view reduction, double label_smoothing, double lse_square_scale,
              double softcap, int64_t chunk_rows, bool grad_hidden, bool grad_weight, bool grad_bias,
              bool accum_fp32) {
-  Stream stream;
 #if defined(TIGON_TORCH_WITH_CUDA)
-  c10::cuda::OptionalCUDAGuard guard;
-  if (hidden_arg.is_cuda()) {
-    guard.set_device(hidden_arg.device());
-    stream.cuda_stream = c10::cuda::getCurrentCUDAStream(hidden_arg.device().index()).stream();
-  }
+  const CudaContext context(hidden_arg);
+  const Stream stream = context.stream;
+#else
+  const Stream stream;
 #endif
   const std::string_view r(reduction.data(), reduction.size());
   FusedLinearCrossEntropyParams p;

@@ -1,29 +1,15 @@
 // SwiGLU / GeGLU operators on CUDA tensors: the shared implementation on the current stream of
 // a's device. Compiled only with the CUDA backend (TIGON_WITH_CUDA).
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include "cuda_context.h"
 #include "glu.h"
 
 namespace {
 
 using tigon::GluActivation;
-using tigon::Stream;
 namespace tb = tigon::torch_binding;
-
-// When a is not a CUDA tensor the op runs on no stream of ours: the core then reports the device
-// mismatch, naming the argument.
-struct CudaContext {
-  explicit CudaContext(const at::Tensor& a) {
-    if (a.is_cuda()) {
-      guard.set_device(a.device());
-      stream.cuda_stream = c10::cuda::getCurrentCUDAStream(a.device().index()).stream();
-    }
-  }
-  c10::cuda::OptionalCUDAGuard guard;
-  Stream stream;
-};
+using tb::CudaContext;
 
 template <GluActivation kAct>
 at::Tensor fwd_cuda(const at::Tensor& a, const at::Tensor& b, bool /*in_place*/) {

@@ -1,28 +1,14 @@
 // RMSNorm operators on CUDA tensors: the shared implementation on the current stream of the
 // tensors' device. Compiled only with the CUDA backend (TIGON_WITH_CUDA).
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include "cuda_context.h"
 #include "rms_norm.h"
 
 namespace {
 
-using tigon::Stream;
 namespace tb = tigon::torch_binding;
-
-// The CUDA kernel is chosen when any argument is a CUDA tensor. When x is not one, the op still
-// runs on no stream of ours: the core then reports the device mismatch, naming the argument.
-struct CudaContext {
-  explicit CudaContext(const at::Tensor& x) {
-    if (x.is_cuda()) {
-      guard.set_device(x.device());
-      stream.cuda_stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
-    }
-  }
-  c10::cuda::OptionalCUDAGuard guard;
-  Stream stream;
-};
+using tb::CudaContext;
 
 std::tuple<at::Tensor, at::Tensor> rms_norm_fwd_cuda(const at::Tensor& x,
                                                      const std::optional<at::Tensor>& weight,

@@ -1,28 +1,14 @@
 // RoPE operators on CUDA tensors: the shared implementation on the current stream of q's device.
 // Compiled only with the CUDA backend (TIGON_WITH_CUDA).
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include "cuda_context.h"
 #include "rope.h"
 
 namespace {
 
-using tigon::Stream;
 namespace tb = tigon::torch_binding;
-
-// When the first tensor is not a CUDA one, the core reports the device mismatch, naming the
-// argument.
-struct CudaContext {
-  explicit CudaContext(const at::Tensor& x) {
-    if (x.is_cuda()) {
-      guard.set_device(x.device());
-      stream.cuda_stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
-    }
-  }
-  c10::cuda::OptionalCUDAGuard guard;
-  Stream stream;
-};
+using tb::CudaContext;
 
 std::tuple<at::Tensor, at::Tensor> rope_fwd_cuda(const at::Tensor& q, const at::Tensor& k,
                                                  const at::Tensor& cos, const at::Tensor& sin,
