@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "tigon/backends.h"
+#include "tigon/dtype.h"
 #include "tigon/error.h"
 #include "tigon/tensor.h"
 
@@ -40,5 +42,37 @@ struct RowLayout {
 // Validates that `t` is a floating tensor of the given device whose last dimension is contiguous
 // and whose leading dimensions collapse to one row stride; names `arg` in every error.
 RowLayout row_layout(std::string_view op, std::string_view arg, const TensorView& t);
+
+// The checks every op makes of its tensors, with the same messages everywhere.
+
+// dtype is float32, float16 or bfloat16 (an out-of-range enum value is reported by its code).
+inline void check_floating(std::string_view op, std::string_view arg, DType got) {
+  const int v = static_cast<int>(got);
+  TIGON_CHECK_ARG(v >= 0 && v <= 2, op, arg, "dtype float32, float16 or bfloat16",
+                  "dtype code " + std::to_string(v), ErrorCode::kTypeError);
+}
+
+// got == expected; `note` (e.g. " (cos's dtype)") follows the expected dtype in the message.
+inline void check_dtype(std::string_view op, std::string_view arg, DType got, DType expected,
+                        std::string_view note = {}) {
+  TIGON_CHECK_ARG(got == expected, op, arg,
+                  std::string("dtype ") + dtype_name(expected) + std::string(note), dtype_name(got),
+                  ErrorCode::kTypeError);
+}
+
+// `t` is on `device`, which is `whose` (e.g. "x's device").
+inline void check_device(std::string_view op, std::string_view arg, const TensorView& t,
+                         Device device, std::string_view whose) {
+  TIGON_CHECK_ARG(t.device == device, op, arg,
+                  "a tensor on " + device_string(device) + " (" + std::string(whose) + ")",
+                  device_string(t.device));
+}
+
+// A tensor on `device` can run: the CPU always, CUDA only in a build with the CUDA backend.
+inline void check_backend(std::string_view op, std::string_view arg, Device device) {
+  TIGON_CHECK_ARG(device.type == DeviceType::kCPU || has_cuda_backend(), op, arg,
+                  "a CPU tensor (this build of tigon has no CUDA backend)",
+                  "a tensor on " + device_string(device), ErrorCode::kBackendUnavailable);
+}
 
 }  // namespace tigon::detail

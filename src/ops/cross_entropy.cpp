@@ -11,6 +11,8 @@
 namespace tigon {
 namespace {
 
+using detail::check_dtype;
+
 using detail::CrossEntropyArgs;
 
 void check_params(const char* op, const CrossEntropyParams& p) {
@@ -25,14 +27,7 @@ void check_params(const char* op, const CrossEntropyParams& p) {
 }
 
 void check_device(const char* op, const char* arg, const TensorView& t, Device device) {
-  TIGON_CHECK_ARG(t.device == device, op, arg,
-                  "a tensor on " + detail::device_string(device) + " (the logits' device)",
-                  detail::device_string(t.device));
-}
-
-void check_dtype(const char* op, const char* arg, DType got, DType expected) {
-  TIGON_CHECK_ARG(got == expected, op, arg, std::string("dtype ") + dtype_name(expected),
-                  dtype_name(got), ErrorCode::kTypeError);
+  detail::check_device(op, arg, t, device, "the logits' device");
 }
 
 // numel of a contiguous tensor (any number of dimensions), else an error naming `arg`.
@@ -70,10 +65,7 @@ CrossEntropyArgs checked_inputs(const char* op, const CrossEntropyParams& params
   const detail::RowLayout l = detail::row_layout(op, "logits", logits);
   TIGON_CHECK_ARG(l.hidden > 0 || l.rows == 0, op, "logits", "a last dimension (vocabulary) >= 1",
                   detail::shape_string(logits));
-  TIGON_CHECK_ARG(logits.device.type == DeviceType::kCPU || has_cuda_backend(), op, "logits",
-                  "a CPU tensor (this build of tigon has no CUDA backend)",
-                  "a tensor on " + detail::device_string(logits.device),
-                  ErrorCode::kBackendUnavailable);
+  detail::check_backend(op, "logits", logits.device);
   const Device device = logits.device;
 
   CrossEntropyArgs a;
@@ -232,9 +224,7 @@ void cross_entropy_scale_grad(const TensorView& grad_logits, const TensorView& g
                   ErrorCode::kTypeError);
   const detail::RowLayout l = detail::row_layout(op, "grad_logits", grad_logits);
   const Device device = grad_logits.device;
-  TIGON_CHECK_ARG(device.type == DeviceType::kCPU || has_cuda_backend(), op, "grad_logits",
-                  "a CPU tensor (this build of tigon has no CUDA backend)",
-                  "a tensor on " + detail::device_string(device), ErrorCode::kBackendUnavailable);
+  detail::check_backend(op, "grad_logits", device);
   detail::ScaleGradArgs a;
   a.scale = float_buffer(op, "grad_loss", grad_loss, device, 1, "one element");
   a.grad = grad_logits.data;

@@ -12,6 +12,8 @@
 namespace tigon {
 namespace {
 
+using detail::check_floating;
+
 struct OpNames {
   const char* fwd;
   const char* bwd;
@@ -25,12 +27,6 @@ OpNames op_names(GluActivation act) {
 void check_activation(const char* op, GluActivation act) {
   const int v = static_cast<int>(act);
   TIGON_CHECK_ARG(v >= 0 && v <= 1, op, "activation", "kSilu or kGeluTanh", std::to_string(v));
-}
-
-void check_floating(const char* op, const char* arg, DType got) {
-  const int v = static_cast<int>(got);
-  TIGON_CHECK_ARG(v >= 0 && v <= 2, op, arg, "dtype float32, float16 or bfloat16",
-                  "dtype code " + std::to_string(v), ErrorCode::kTypeError);
 }
 
 // `t` is like `a` (the reference): same dtype, device and sizes. Returns its row layout.
@@ -53,9 +49,7 @@ detail::RowLayout checked_like_a(const char* op, const char* arg, const TensorVi
 detail::RowLayout checked_a(const char* op, const TensorView& a) {
   check_floating(op, "a", a.dtype);
   const detail::RowLayout layout = detail::row_layout(op, "a", a);
-  TIGON_CHECK_ARG(a.device.type == DeviceType::kCPU || has_cuda_backend(), op, "a",
-                  "a CPU tensor (this build of tigon has no CUDA backend)",
-                  "a tensor on " + detail::device_string(a.device), ErrorCode::kBackendUnavailable);
+  detail::check_backend(op, "a", a.device);
   return layout;
 }
 

@@ -11,6 +11,9 @@
 namespace tigon {
 namespace {
 
+using detail::check_dtype;
+using detail::check_floating;
+
 constexpr const char* kFwd = "rms_norm_fwd";
 constexpr const char* kBwd = "rms_norm_bwd";
 
@@ -26,21 +29,8 @@ void check_params(const char* op, const RmsNormParams& p, bool has_weight) {
                   std::to_string(mode));
 }
 
-void check_dtype(const char* op, const char* arg, DType got, DType expected) {
-  TIGON_CHECK_ARG(got == expected, op, arg, std::string("dtype ") + dtype_name(expected),
-                  dtype_name(got), ErrorCode::kTypeError);
-}
-
-void check_floating(const char* op, const char* arg, DType got) {
-  const int v = static_cast<int>(got);
-  TIGON_CHECK_ARG(v >= 0 && v <= 2, op, arg, "dtype float32, float16 or bfloat16",
-                  "dtype code " + std::to_string(v), ErrorCode::kTypeError);
-}
-
 void check_same_device(const char* op, const char* arg, const TensorView& t, Device device) {
-  TIGON_CHECK_ARG(t.device == device, op, arg,
-                  "a tensor on " + detail::device_string(device) + " (x's device)",
-                  detail::device_string(t.device));
+  detail::check_device(op, arg, t, device, "x's device");
 }
 
 void check_same_shape(const char* op, const char* arg, const TensorView& t, const TensorView& ref) {
@@ -83,18 +73,12 @@ void check_rstd(const char* op, const TensorView& rstd, const TensorView& x, std
                   "nullptr");
 }
 
-void check_backend(const char* op, const TensorView& x) {
-  TIGON_CHECK_ARG(x.device.type == DeviceType::kCPU || has_cuda_backend(), op, "x",
-                  "a CPU tensor (this build of tigon has no CUDA backend)",
-                  "a tensor on " + detail::device_string(x.device), ErrorCode::kBackendUnavailable);
-}
-
 detail::RowLayout checked_x(const char* op, const TensorView& x) {
   check_floating(op, "x", x.dtype);
   const detail::RowLayout layout = detail::row_layout(op, "x", x);
   TIGON_CHECK_ARG(layout.hidden > 0, op, "x", "a last dimension (hidden size) >= 1",
                   detail::shape_string(x));
-  check_backend(op, x);
+  detail::check_backend(op, "x", x.device);
   return layout;
 }
 

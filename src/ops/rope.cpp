@@ -10,19 +10,11 @@
 namespace tigon {
 namespace {
 
+using detail::check_dtype;
+using detail::check_floating;
+
 constexpr const char* kFwd = "rope_fwd";
 constexpr const char* kBwd = "rope_bwd";
-
-void check_floating(const char* op, const char* arg, DType got) {
-  const int v = static_cast<int>(got);
-  TIGON_CHECK_ARG(v >= 0 && v <= 2, op, arg, "dtype float32, float16 or bfloat16",
-                  "dtype code " + std::to_string(v), ErrorCode::kTypeError);
-}
-
-void check_dtype(const char* op, const char* arg, DType got, DType expected, const char* why) {
-  TIGON_CHECK_ARG(got == expected, op, arg, std::string("dtype ") + dtype_name(expected) + why,
-                  dtype_name(got), ErrorCode::kTypeError);
-}
 
 std::int64_t numel(const TensorView& t) {
   std::int64_t n = 1;
@@ -44,15 +36,7 @@ void check_4d(const char* op, const char* arg, const TensorView& t, const char* 
 }
 
 void check_device(const char* op, const char* arg, const TensorView& t, Device device) {
-  TIGON_CHECK_ARG(t.device == device, op, arg,
-                  "a tensor on " + detail::device_string(device) + " (the first input's device)",
-                  detail::device_string(t.device));
-}
-
-void check_backend(const char* op, const char* arg, const TensorView& t) {
-  TIGON_CHECK_ARG(t.device.type == DeviceType::kCPU || has_cuda_backend(), op, arg,
-                  "a CPU tensor (this build of tigon has no CUDA backend)",
-                  "a tensor on " + detail::device_string(t.device), ErrorCode::kBackendUnavailable);
+  detail::check_device(op, arg, t, device, "the first input's device");
 }
 
 // The byte range [first, last] an (assumed non-empty) view can touch.
@@ -151,7 +135,7 @@ void run(const char* op, bool backward, const TensorView& in_q, const TensorView
   const char* out_k_name = backward ? "dx_k" : "y_k";
 
   check_floating(op, in_q_name, in_q.dtype);
-  check_backend(op, in_q_name, in_q);
+  detail::check_backend(op, in_q_name, in_q.device);
   const Device device = in_q.device;
   check_floating(op, "cos", cos.dtype);
   check_4d(op, "cos", cos, "[C0, C1, C2, R] broadcasting to q (e.g. [batch or 1, 1, seq, R])");
