@@ -20,11 +20,17 @@ REDUCTIONS: tuple[str, ...] = ("mean", "sum", "none")
 _OPS = "tigon::"
 
 
-def _check_reduction(reduction: object, op: str) -> None:
+def _check_reduction(reduction: object, op: str, num_items_in_batch: object = None) -> None:
+    """The reduction is one of REDUCTIONS, and HF's num_items_in_batch comes with "sum"."""
     if reduction not in REDUCTIONS:
         raise ValueError(
             f"tigon::{op}: argument 'reduction': expected 'mean', 'sum' or 'none', "
             f"got {reduction!r}"
+        )
+    if num_items_in_batch is not None and reduction != "sum":
+        raise ValueError(
+            f"tigon::{op}: argument 'num_items_in_batch': expected reduction='sum' "
+            f"(the summed loss is divided by it), got reduction={reduction!r}"
         )
 
 
@@ -187,12 +193,7 @@ def cross_entropy(
     Returns:
         The loss (float32), or ``(loss, z_loss)`` when ``return_z_loss``.
     """
-    _check_reduction(reduction, "cross_entropy")
-    if num_items_in_batch is not None and reduction != "sum":
-        raise ValueError(
-            "tigon::cross_entropy: argument 'num_items_in_batch': expected reduction='sum' "
-            f"(the summed loss is divided by it), got reduction={reduction!r}"
-        )
+    _check_reduction(reduction, "cross_entropy", num_items_in_batch)
     vocab = logits.shape[-1]
     flat_logits = logits.reshape(-1, vocab)
     flat_target = target.reshape(-1)

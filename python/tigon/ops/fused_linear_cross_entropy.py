@@ -87,12 +87,7 @@ def fused_linear_cross_entropy(
         accum_dtype: dtype the weight gradient accumulates in across chunks: float32 (default)
             or the weight's dtype (less memory, less precise).
     """
-    _check_reduction(reduction, "fused_linear_cross_entropy")
-    if num_items_in_batch is not None and reduction != "sum":
-        raise ValueError(
-            "tigon::fused_linear_cross_entropy: argument 'num_items_in_batch': expected "
-            f"reduction='sum' (the summed loss is divided by it), got reduction={reduction!r}"
-        )
+    _check_reduction(reduction, "fused_linear_cross_entropy", num_items_in_batch)
     h = hidden.reshape(-1, hidden.shape[-1])
     w = weight if weight.dtype == hidden.dtype else weight.to(hidden.dtype)
     t = target.reshape(-1)
