@@ -26,21 +26,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-CORPUS = HERE / "demo_corpus.txt"
+from common import ModelShape, corpus_windows
+
 VARIANTS = ("hf", "tigon")
 LABELS = {"hf": "HF transformers", "tigon": "HF + tigon"}
 
 
 @dataclass(frozen=True)
-class Size:
+class Size(ModelShape):
     """Model and batch shape of one --size preset."""
 
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
     seq: int
     batch: int
 
@@ -128,17 +123,9 @@ def build_config(args: argparse.Namespace) -> Any:
     config = AutoConfig.for_model(
         args.family,
         vocab_size=256,
-        hidden_size=s.hidden,
-        intermediate_size=s.intermediate,
-        num_hidden_layers=s.layers,
-        num_attention_heads=s.heads,
-        num_key_value_heads=s.kv_heads,
-        head_dim=s.hidden // s.heads,
         max_position_embeddings=max(args.seq, 128),
-        pad_token_id=0,  # NUL: never in the text
-        bos_token_id=1,
-        eos_token_id=2,
         rms_norm_eps=1e-6,
+        **s.config_kwargs(),
         **FAMILY_EXTRAS.get(args.family, {}),
     )
     if args.family == "gemma2":
@@ -148,12 +135,7 @@ def build_config(args: argparse.Namespace) -> Any:
 
 def batches(args: argparse.Namespace) -> list[Any]:
     """``steps`` batches of random corpus windows, the same for every run of the same seed."""
-    import torch
-
-    data = torch.frombuffer(bytearray(CORPUS.read_bytes()), dtype=torch.uint8).long()
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    starts = torch.randint(0, data.numel() - args.seq, (args.steps, args.batch), generator=gen)
-    return [torch.stack([data[s : s + args.seq] for s in row]) for row in starts]
+    return corpus_windows(args.seq, args.steps, args.batch, args.seed)
 
 
 def kernel_flags(args: argparse.Namespace) -> dict[str, bool]:

@@ -35,19 +35,16 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-CORPUS = Path(__file__).resolve().parent.parent / "demo_corpus.txt"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from common import ModelShape, corpus_windows  # noqa: E402
+
 VARIANTS = {"hf": "HF transformers", "tigon": "HF + tigon"}
 
 
 @dataclass(frozen=True)
-class ModelSize:
+class ModelSize(ModelShape):
     """Llama configuration of one --model-size."""
 
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    intermediate: int
     vocab: int
 
 
@@ -110,18 +107,10 @@ def build_model(args: argparse.Namespace, variant: str, device: torch.device) ->
     s = MODEL_SIZES[args.model_size]
     config = LlamaConfig(
         vocab_size=s.vocab,
-        hidden_size=s.hidden,
-        intermediate_size=s.intermediate,
-        num_hidden_layers=s.layers,
-        num_attention_heads=s.heads,
-        num_key_value_heads=s.kv_heads,
-        head_dim=s.hidden // s.heads,
         max_position_embeddings=max(args.seq, 128),
         rms_norm_eps=1e-5,
         tie_word_embeddings=args.model_size == "1b",
-        pad_token_id=0,  # NUL: never in the text
-        bos_token_id=1,
-        eos_token_id=2,
+        **s.config_kwargs(),
     )
     torch.manual_seed(args.seed)
     with device:
@@ -155,13 +144,7 @@ def wrap(args: argparse.Namespace, model: torch.nn.Module, device: torch.device)
 
 def local_batches(args: argparse.Namespace, rank: int, world: int) -> list[torch.Tensor]:
     """This rank's slice of ``steps`` global batches of random corpus windows (seeded)."""
-    data = torch.frombuffer(bytearray(CORPUS.read_bytes()), dtype=torch.uint8).long()
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    starts = torch.randint(
-        0, data.numel() - args.seq, (args.steps, world * args.batch), generator=gen
-    )
-    mine = starts[:, rank * args.batch : (rank + 1) * args.batch]
-    return [torch.stack([data[s : s + args.seq] for s in row]) for row in mine]
+    return corpus_windows(args.seq, args.steps, args.batch, args.seed, rank, world)
 
 
 def train(args: argparse.Namespace, variant: str, device: torch.device) -> dict[str, Any]:
