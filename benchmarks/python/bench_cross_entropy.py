@@ -8,9 +8,7 @@ the gradient), effective TFLOP/s (FLCE: 6*N*H*V) and peak memory above the input
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import harness
 import torch
@@ -130,15 +128,8 @@ def bench_flce(n, hsz, v, dtype, device, reps, providers):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap = harness.arg_parser(__doc__)
     ap.add_argument("--op", default="both", choices=["ce", "flce", "both"])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--no-compile", action="store_true")
-    ap.add_argument("--out", default="bench_results", type=Path)
     args = ap.parse_args()
     dtype, device = getattr(torch, args.dtype), args.device
     cuda = device == "cuda"
@@ -148,32 +139,24 @@ def main() -> None:
     if args.quick:
         ce_shapes, flce_shapes = ce_shapes[:1], flce_shapes[:1]
     compile_ok = cuda and not args.no_compile
-    env = harness.environment(device)
-    env["dtype"] = args.dtype
-    ceiling = harness.copy_ceiling_gbps(device, reps)
-    env["copy_ceiling_GBps"] = ceiling
-    print("cross-entropy benchmark:", ", ".join(f"{k}={v}" for k, v in env.items()))
+    env, ceiling = harness.start("cross-entropy", device, args.dtype, reps)
     if args.op in ("ce", "both"):
         rows = []
         for n, v in ce_shapes:
             rows += bench_ce(n, v, dtype, device, reps, ce_providers(device, compile_ok))
         for r in rows:
             r["%ceil"] = 100 * r["full_GBps"] / ceiling
-        print(f"\ncross-entropy, copy ceiling (this run): {ceiling:.0f} GB/s")
-        cols = ["provider", "N", "V", "fwd_ms", "full_ms", "full_GBps", "%ceil"] + (
-            ["peak_MB"] if cuda else []
-        )
-        harness.print_table(rows, cols)
+        cols = ["provider", "N", "V", "fwd_ms", "full_ms", "full_GBps", "%ceil"]
+        heading = f"\ncross-entropy, copy ceiling (this run): {ceiling:.0f} GB/s"
+        harness.print_results(rows, cols, device, heading)
         harness.save(args.out, f"cross_entropy_{device}_{args.dtype}", env, rows)
     if args.op in ("flce", "both"):
         rows = []
         for n, hsz, v in flce_shapes:
             rows += bench_flce(n, hsz, v, dtype, device, reps, flce_providers(device, compile_ok))
-        print("\nfused linear cross-entropy (peak_MB: above the inputs, gradients included)")
-        cols = ["provider", "N", "H", "V", "full_ms", "TFLOPs", "vs_unfused"] + (
-            ["peak_MB"] if cuda else []
-        )
-        harness.print_table(rows, cols)
+        cols = ["provider", "N", "H", "V", "full_ms", "TFLOPs", "vs_unfused"]
+        heading = "\nfused linear cross-entropy (peak_MB: above the inputs, gradients included)"
+        harness.print_results(rows, cols, device, heading)
         harness.save(args.out, f"fused_linear_cross_entropy_{device}_{args.dtype}", env, rows)
 
 

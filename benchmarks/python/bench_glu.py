@@ -13,7 +13,6 @@ gradients into a and b (in_place=True, as in the MLP modules).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -69,15 +68,10 @@ def bench_one(fn, m: int, n: int, dtype, device: str, reps: int) -> dict:
     def full():
         torch.autograd.grad(fn(*inputs()), (a, b), dy)
 
-    row = {"M": m, "N": n}
-    row["fwd_ms"] = harness.time_ms(forward, device, reps)
-    row["bwd_ms"] = harness.time_ms(backward, device, reps)
-    row["full_ms"] = harness.time_ms(full, device, reps)
     fwd_bytes = 3 * m * n * size
     bwd_bytes = 5 * m * n * size
-    row["fwd_GBps"] = fwd_bytes / row["fwd_ms"] / 1e6
-    row["bwd_GBps"] = bwd_bytes / row["bwd_ms"] / 1e6
-    row["full_GBps"] = (fwd_bytes + bwd_bytes) / row["full_ms"] / 1e6
+    row = {"M": m, "N": n}
+    row |= harness.time_phases(forward, backward, full, device, reps, fwd_bytes, bwd_bytes)
     if device == "cuda":
         del y
         row["peak_MB"] = harness.peak_memory_mb(full)
@@ -85,15 +79,8 @@ def bench_one(fn, m: int, n: int, dtype, device: str, reps: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap = harness.arg_parser(__doc__)
     ap.add_argument("--ops", default="swiglu,geglu")
-    ap.add_argument("--quick", action="store_true", help="fewer shapes and reps")
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    ap.add_argument("--out", default="bench_results", type=Path)
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     device = args.device
@@ -108,27 +95,18 @@ def main() -> None:
         shapes = [(8192, 14336)] if device == "cuda" else [(512, 4096)]
         reps = 20 if device == "cuda" else 3
 
-    env = harness.environment(device)
-    env["dtype"] = args.dtype
-    ceiling = harness.copy_ceiling_gbps(device, reps)
-    env["copy_ceiling_GBps"] = ceiling
-    print("GLU benchmark:", ", ".join(f"{k}={v}" for k, v in env.items()))
+    env, ceiling = harness.start("GLU", device, args.dtype, reps)
     rows = []
     for op in args.ops.split(","):
         for m, n in shapes:
             for name, fn in providers(op, device == "cuda" and not args.no_compile).items():
                 print(f"{op} {name} {m}x{n}", file=sys.stderr, flush=True)
                 r = {"op": op, "provider": name, **bench_one(fn, m, n, dtype, device, reps)}
-                r["fwd_%ceil"] = 100 * r["fwd_GBps"] / ceiling
-                r["bwd_%ceil"] = 100 * r["bwd_GBps"] / ceiling
-                r["full_%ceil"] = 100 * r["full_GBps"] / ceiling
+                harness.add_percent_of_ceiling(r, ceiling)
                 rows.append(r)
     cols = ["op", "provider", "M", "N", "fwd_ms", "bwd_ms", "full_ms", "fwd_GBps", "bwd_GBps"]
     cols += ["full_GBps", "fwd_%ceil", "bwd_%ceil", "full_%ceil"]
-    if device == "cuda":
-        cols.append("peak_MB")
-    print(f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")
-    harness.print_table(rows, cols)
+    harness.print_results(rows, cols, device, f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")
     harness.save(args.out, f"glu_{device}_{args.dtype}", env, rows)
 
 

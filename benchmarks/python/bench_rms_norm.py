@@ -8,7 +8,6 @@ writes CSV/JSON and a PNG plot.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -61,57 +60,18 @@ def bench_one(make, m: int, h: int, dtype, device: str, reps: int) -> dict:
     def full():
         torch.autograd.grad(module(x), (x, inner.weight), dy)
 
-    row = {"M": m, "H": h}
-    row["fwd_ms"] = harness.time_ms(forward, device, reps)
-    row["bwd_ms"] = harness.time_ms(backward, device, reps)
-    row["full_ms"] = harness.time_ms(full, device, reps)
     fwd_bytes = m * h * (size + y.dtype.itemsize) + 4 * m
     bwd_bytes = m * h * (y.dtype.itemsize + 2 * size) + 4 * m
-    row["fwd_GBps"] = fwd_bytes / row["fwd_ms"] / 1e6
-    row["bwd_GBps"] = bwd_bytes / row["bwd_ms"] / 1e6
-    row["full_GBps"] = (fwd_bytes + bwd_bytes) / row["full_ms"] / 1e6
+    row = {"M": m, "H": h}
+    row |= harness.time_phases(forward, backward, full, device, reps, fwd_bytes, bwd_bytes)
     if device == "cuda":
         del y
         row["peak_MB"] = harness.peak_memory_mb(full)
     return row
 
 
-def plot(rows: list[dict], ceiling: float, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    for ax, phase in zip(axes, ("fwd", "bwd", "full")):
-        for name in dict.fromkeys(r["provider"] for r in rows):
-            pts = sorted(
-                (r["H"], r[f"{phase}_GBps"])
-                for r in rows
-                if r["provider"] == name and r["M"] == rows[0]["M"]
-            )
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-        ax.axhline(ceiling, color="k", ls="--", label="copy ceiling")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel(f"hidden (M={rows[0]['M']})")
-        ax.set_ylabel("GB/s")
-        ax.set_title(f"RMSNorm {phase}")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    ap.add_argument("--quick", action="store_true", help="fewer shapes and reps")
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile providers")
-    ap.add_argument("--providers", default="", help="comma-separated subset of provider names")
-    ap.add_argument("--out", default="bench_results", type=Path)
+    ap = harness.arg_parser(__doc__, with_providers=True)
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     device = args.device
@@ -127,22 +87,16 @@ def main() -> None:
         shapes = [(4096, 4096)] + ([(16384, 4096), (4096, 32768)] if device == "cuda" else [])
         reps = 20 if device == "cuda" else 3
     chosen = providers(device, with_compile=device == "cuda" and not args.no_compile)
-    if args.providers:
-        chosen = {k: v for k, v in chosen.items() if k in args.providers.split(",")}
+    chosen = harness.select_providers(chosen, args.providers)
 
-    env = harness.environment(device)
-    env["dtype"] = args.dtype
-    ceiling = harness.copy_ceiling_gbps(device, reps)
-    env["copy_ceiling_GBps"] = ceiling
-    print("RMSNorm benchmark:", ", ".join(f"{k}={v}" for k, v in env.items()))
+    env, ceiling = harness.start("RMSNorm", device, args.dtype, reps)
     rows = []
     total = len(shapes) * len(chosen)
     for m, h in shapes:
         for name, make in chosen.items():
             print(f"[{len(rows) + 1}/{total}] {name} {m}x{h}", file=sys.stderr, flush=True)
             r = {"provider": name, **bench_one(make, m, h, dtype, device, reps)}
-            r["fwd_%ceil"] = 100 * r["fwd_GBps"] / ceiling
-            r["bwd_%ceil"] = 100 * r["bwd_GBps"] / ceiling
+            harness.add_percent_of_ceiling(r, ceiling, ("fwd", "bwd"))
             rows.append(r)
             torch._dynamo.reset()
     cols = [
@@ -158,13 +112,19 @@ def main() -> None:
         "fwd_%ceil",
         "bwd_%ceil",
     ]
-    if device == "cuda":
-        cols.append("peak_MB")
-    print(f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")
-    harness.print_table(rows, cols)
+    harness.print_results(rows, cols, device, f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")
     name = f"rms_norm_{device}_{args.dtype}"
     harness.save(args.out, name, env, rows)
-    plot(rows, ceiling, args.out / f"{name}.png")
+    harness.plot_phases(
+        [r for r in rows if r["M"] == rows[0]["M"]],
+        args.out / f"{name}.png",
+        x="H",
+        metric="{phase}_GBps",
+        title="RMSNorm {phase}",
+        xlabel=f"hidden (M={rows[0]['M']})",
+        ylabel="GB/s",
+        ceiling=ceiling,
+    )
 
 
 if __name__ == "__main__":

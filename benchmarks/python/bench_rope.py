@@ -8,7 +8,6 @@ Prints a table with GB/s and the copy ceiling of the same run, and writes CSV/JS
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -64,53 +63,20 @@ def bench_one(fn, b: int, t: int, hq: int, hk: int, d: int, dtype, device: str, 
     size = dtype.itemsize
     elements = b * t * (hq + hk) * d
     table_bytes = 2 * b * t * d * size
-    row = {"B": b, "T": t, "Hq": hq, "Hkv": hk, "D": d}
-    row["fwd_ms"] = harness.time_ms(forward, device, reps)
-    clone_ms = harness.time_ms(clones, device, reps)  # subtracted: not part of the op
-    row["bwd_ms"] = max(harness.time_ms(backward, device, reps) - clone_ms, 1e-6)
-    row["full_ms"] = max(harness.time_ms(full, device, reps) - clone_ms, 1e-6)
     direction_bytes = elements * 2 * size + table_bytes
-    row["fwd_GBps"] = direction_bytes / row["fwd_ms"] / 1e6
-    row["bwd_GBps"] = direction_bytes / row["bwd_ms"] / 1e6
-    row["full_GBps"] = 2 * direction_bytes / row["full_ms"] / 1e6
+    row = {"B": b, "T": t, "Hq": hq, "Hkv": hk, "D": d}
+    # The gradient clones are timed and subtracted: not part of the op.
+    row |= harness.time_phases(
+        forward, backward, full, device, reps, direction_bytes, direction_bytes, overhead=clones
+    )
     if device == "cuda":
         del qe, ke
         row["peak_MB"] = harness.peak_memory_mb(full)
     return row
 
 
-def plot(rows: list[dict], ceiling: float, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    for ax, phase in zip(axes, ("fwd", "bwd", "full"), strict=True):
-        for name in dict.fromkeys(r["provider"] for r in rows):
-            pts = sorted((r["T"], r[f"{phase}_ms"]) for r in rows if r["provider"] == name)
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("tokens per sequence T (B=4, 32/8 heads, D=128)")
-        ax.set_ylabel("ms")
-        ax.set_title(f"RoPE {phase} (copy ceiling {ceiling:.0f} GB/s)")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    ap.add_argument("--quick", action="store_true", help="fewer shapes and reps")
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile providers")
-    ap.add_argument("--providers", default="", help="comma-separated subset of provider names")
-    ap.add_argument("--out", default="bench_results", type=Path)
+    ap = harness.arg_parser(__doc__, with_providers=True)
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     device = args.device
@@ -125,22 +91,16 @@ def main() -> None:
             tokens, reps = [256], 3
     shapes = [(4, t, 32, 8, 128) for t in tokens]
     chosen = providers(with_compile=device == "cuda" and not args.no_compile)
-    if args.providers:
-        chosen = {k: v for k, v in chosen.items() if k in args.providers.split(",")}
+    chosen = harness.select_providers(chosen, args.providers)
 
-    env = harness.environment(device)
-    env["dtype"] = args.dtype
-    ceiling = harness.copy_ceiling_gbps(device, reps)
-    env["copy_ceiling_GBps"] = ceiling
-    print("RoPE benchmark:", ", ".join(f"{k}={v}" for k, v in env.items()))
+    env, ceiling = harness.start("RoPE", device, args.dtype, reps)
     rows = []
     total = len(shapes) * len(chosen)
     for shape in shapes:
         for name, fn in chosen.items():
             print(f"[{len(rows) + 1}/{total}] {name} {shape}", file=sys.stderr, flush=True)
             r = {"provider": name, **bench_one(fn, *shape, dtype, device, reps)}
-            for phase in ("fwd", "bwd", "full"):
-                r[f"{phase}_%ceil"] = 100 * r[f"{phase}_GBps"] / ceiling
+            harness.add_percent_of_ceiling(r, ceiling)
             rows.append(r)
     # Speedups of tigon's full step against each peer on the same shape.
     for r in rows:
@@ -151,17 +111,23 @@ def main() -> None:
                 r[f"x_vs_{peer['provider']}"] = peer["full_ms"] / r["full_ms"]
     cols = ["provider", "T", "fwd_ms", "bwd_ms", "full_ms", "fwd_GBps", "bwd_GBps", "full_GBps"]
     cols += ["fwd_%ceil", "bwd_%ceil", "full_%ceil", "x_vs_HF eager", "x_vs_compile(HF)"]
-    if device == "cuda":
-        cols.append("peak_MB")
-    print(f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")
-    harness.print_table(rows, cols)
+    harness.print_results(rows, cols, device, f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")
     print(
         "targets (H200): full at T=4096 >= 1.3x compile(HF); full at T=8192 >= 2x HF eager "
         "(B=4 x T tokens)"
     )
     name = f"rope_{device}_{args.dtype}"
     harness.save(args.out, name, env, rows)
-    plot(rows, ceiling, args.out / f"{name}.png")
+    harness.plot_phases(
+        rows,
+        args.out / f"{name}.png",
+        x="T",
+        metric="{phase}_ms",
+        title=f"RoPE {{phase}} (copy ceiling {ceiling:.0f} GB/s)",
+        xlabel="tokens per sequence T (B=4, 32/8 heads, D=128)",
+        ylabel="ms",
+        log_y=True,
+    )
 
 
 if __name__ == "__main__":

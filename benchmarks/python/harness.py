@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import datetime as _dt
 import json
@@ -12,6 +13,49 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
+PHASES = ("fwd", "bwd", "full")
+
+
+def arg_parser(doc: str | None, *, with_providers: bool = False) -> argparse.ArgumentParser:
+    """The options every op benchmark takes: --device, --dtype, --quick, --no-compile, --out
+    (and --providers); a script adds its own before parse_args()."""
+    ap = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and reps")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile providers")
+    if with_providers:
+        ap.add_argument("--providers", default="", help="comma-separated subset of provider names")
+    ap.add_argument("--out", default="bench_results", type=Path)
+    return ap
+
+
+def select_providers(chosen: dict, subset: str) -> dict:
+    """`chosen` restricted to the comma-separated names in `subset` (all of them when empty)."""
+    if not subset:
+        return chosen
+    names = subset.split(",")
+    return {k: v for k, v in chosen.items() if k in names}
+
+
+def start(title: str, device: str, dtype: str, reps: int) -> tuple[dict, float]:
+    """The run's environment (with dtype and the copy ceiling measured now), printed after
+    `title`; returns it and the ceiling in GB/s."""
+    env = environment(device)
+    env["dtype"] = dtype
+    ceiling = copy_ceiling_gbps(device, reps)
+    env["copy_ceiling_GBps"] = ceiling
+    print(f"{title} benchmark:", ", ".join(f"{k}={v}" for k, v in env.items()))
+    return env, ceiling
+
+
+def add_percent_of_ceiling(row: dict, ceiling: float, phases=PHASES) -> None:
+    """row["<phase>_%ceil"]: the phase's GB/s as a percentage of the copy ceiling."""
+    for phase in phases:
+        row[f"{phase}_%ceil"] = 100 * row[f"{phase}_GBps"] / ceiling
 
 
 def environment(device: str) -> dict:
@@ -67,6 +111,29 @@ def time_ms(fn: Callable[[], object], device: str, reps: int, warmup: int = 3) -
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
 
+def time_phases(
+    forward: Callable[[], object],
+    backward: Callable[[], object],
+    full: Callable[[], object],
+    device: str,
+    reps: int,
+    fwd_bytes: float,
+    bwd_bytes: float,
+    overhead: Callable[[], object] | None = None,
+) -> dict:
+    """fwd/bwd/full_ms and _GBps of an op that moves fwd_bytes forward and bwd_bytes backward.
+    `overhead` (work backward and full do that is not the op's, e.g. cloning gradients) is timed
+    too and subtracted from them."""
+    row = {"fwd_ms": time_ms(forward, device, reps)}
+    extra_ms = time_ms(overhead, device, reps) if overhead is not None else 0.0
+    row["bwd_ms"] = max(time_ms(backward, device, reps) - extra_ms, 1e-6)
+    row["full_ms"] = max(time_ms(full, device, reps) - extra_ms, 1e-6)
+    row["fwd_GBps"] = fwd_bytes / row["fwd_ms"] / 1e6
+    row["bwd_GBps"] = bwd_bytes / row["bwd_ms"] / 1e6
+    row["full_GBps"] = (fwd_bytes + bwd_bytes) / row["full_ms"] / 1e6
+    return row
+
+
 def time_ms_back_to_back(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
     """Mean CUDA time of fn in ms over `reps` calls issued back to back, with no L2 flush: the
     steady state of a kernel whose inputs may still sit in L2 (small shapes), and without the
@@ -109,6 +176,12 @@ def print_table(rows: list[dict], columns: list[str]) -> None:
         print("  ".join(_fmt(r.get(c)).rjust(widths[c]) for c in columns))
 
 
+def print_results(rows: list[dict], columns: list[str], device: str, heading: str) -> None:
+    """`heading`, then the table of `columns`, with the peak memory column on CUDA."""
+    print(heading)
+    print_table(rows, columns + (["peak_MB"] if device == "cuda" else []))
+
+
 def _fmt(v: object) -> str:
     if v is None:
         return "-"
@@ -129,3 +202,43 @@ def save(out_dir: Path, name: str, env: dict, rows: list[dict]) -> None:
         w.writeheader()
         w.writerows(rows)
     print(f"wrote {out_dir / name}.json and .csv")
+
+
+def plot_phases(
+    rows: list[dict],
+    path: Path,
+    *,
+    x: str,
+    metric: str,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    ceiling: float | None = None,
+    log_y: bool = False,
+) -> None:
+    """A PNG with one panel per phase: row[metric.format(phase=...)] against row[x] (log2 axis),
+    one line per provider, and the copy ceiling as a dashed line when given."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    for ax, phase in zip(axes, PHASES, strict=True):
+        for name in dict.fromkeys(r["provider"] for r in rows):
+            pts = sorted(
+                (r[x], r[metric.format(phase=phase)]) for r in rows if r["provider"] == name
+            )
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        if ceiling is not None:
+            ax.axhline(ceiling, color="k", ls="--", label="copy ceiling")
+        ax.set_xscale("log", base=2)
+        if log_y:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title.format(phase=phase))
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
