@@ -51,8 +51,9 @@ class HostTensor {
 
   float get(std::int64_t row, std::int64_t col) const { return get_flat(row * row_stride_ + col); }
   void set(std::int64_t row, std::int64_t col, float v) { set_flat(row * row_stride_ + col, v); }
-  std::uint32_t bits(std::int64_t row, std::int64_t col) const {
-    const std::size_t i = static_cast<std::size_t>(row * row_stride_ + col);
+  // Element (row, col) of view(misalign).
+  std::uint32_t bits(std::int64_t row, std::int64_t col, int misalign = 0) const {
+    const std::size_t i = static_cast<std::size_t>(row * row_stride_ + col + misalign);
     if (dtype_ == DType::kFloat32) return math::float_bits(get_flat(i));
     const std::uint16_t* p = reinterpret_cast<const std::uint16_t*>(storage_.data());
     return p[i];
