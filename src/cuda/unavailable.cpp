@@ -1,8 +1,8 @@
 // Compiled instead of the CUDA backend when tigon is built without it. The validation layer
 // rejects CUDA tensors first (kBackendUnavailable); these bodies are the last line of defence.
-#include "ops/glu_args.h"
 #include "ops/cross_entropy_args.h"
 #include "ops/fused_linear_cross_entropy_args.h"
+#include "ops/glu_args.h"
 #include "ops/rms_norm_args.h"
 #include "ops/rope_args.h"
 #include "tigon/error.h"
