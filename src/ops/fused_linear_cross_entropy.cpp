@@ -31,10 +31,13 @@ void check_matrix(const char* arg, const TensorView& t, std::int64_t rows, std::
                   detail::device_string(t.device));
   const bool shape = cols < 0 ? (t.ndim == 1 && t.sizes[0] == rows)
                               : (t.ndim == 2 && t.sizes[0] == rows && t.sizes[1] == cols);
-  const std::string want = cols < 0
-                               ? "[" + std::to_string(rows) + "]"
-                               : "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
-  TIGON_CHECK_ARG(shape, kOp, arg, "shape " + want, detail::shape_string(t));
+  if (!shape) {  // the message is built only on failure
+    std::string want = "shape [";
+    want += std::to_string(rows);
+    if (cols >= 0) want.append(", ").append(std::to_string(cols));
+    want += "]";
+    detail::throw_argument_error(kOp, arg, want, detail::shape_string(t));
+  }
   TIGON_CHECK_ARG(is_contiguous(t), kOp, arg, "a contiguous tensor", detail::shape_string(t));
   TIGON_CHECK_ARG(t.data != nullptr || rows == 0 || cols == 0, kOp, arg, "a non-null pointer",
                   "nullptr");

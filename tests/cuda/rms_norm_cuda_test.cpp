@@ -77,7 +77,8 @@ void store_element(DType t, unsigned char* base, std::int64_t i, float v) {
 
 std::uint32_t element_bits(DType t, const unsigned char* base, std::int64_t i) {
   std::uint32_t bits = 0;
-  std::memcpy(&bits, base + tigon::element_size(t) * i, tigon::element_size(t));
+  const std::size_t size = std::min(tigon::element_size(t), sizeof bits);  // float types only
+  std::memcpy(&bits, base + tigon::element_size(t) * i, size);
   return bits;
 }
 
