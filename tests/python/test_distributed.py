@@ -21,7 +21,7 @@ import pytest
 import torch
 from test_convergence import BF16, FP32
 
-import tigon  # noqa: F401  (loads the operators)
+import tigon
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "distributed" / "train_fsdp.py"
@@ -32,7 +32,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def _env() -> dict[str, str]:
-    python_dir = str(REPO / "python")
+    # The workers import the tigon this process imported: the installed package under
+    # `make test`, the source tree (with $TIGON_TORCH_LIBRARY, inherited) in a development build.
+    python_dir = str(Path(tigon.__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH", "")
     return {
         **os.environ,
