@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -143,3 +143,22 @@ def rms_norm_eager(
     rstd = torch.rsqrt(variance.float()).to(x.dtype)
     y = x * rstd
     return y if weight is None else y * (offset + weight)
+
+
+def restore_transformers() -> Iterator[None]:
+    """Body of an autouse fixture: runs a test single-threaded and leaves transformers' classes as
+    it found them."""
+    import tigon.transformers as tt
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        tt.revert_patches()
+
+
+def token_ids(batch: int = 2, seq: int = 16) -> torch.Tensor:
+    """A fixed batch of byte-level token ids for the tiny test models."""
+    return torch.randint(3, 256, (batch, seq), generator=torch.Generator().manual_seed(7))

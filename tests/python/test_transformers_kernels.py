@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 from convergence_utils import FAMILIES, build_model, only
+from helpers import restore_transformers, token_ids
 from torch import nn
 
 import tigon.transformers as tt
@@ -24,17 +25,7 @@ GLU = {f: ("geglu" if f.startswith("gemma") else "swiglu") for f in FAMILIES}
 
 @pytest.fixture(autouse=True)
 def _restore() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-        tt.revert_patches()
-
-
-def _ids(batch: int = 2, seq: int = 16) -> torch.Tensor:
-    return torch.randint(3, 256, (batch, seq), generator=torch.Generator().manual_seed(7))
+    yield from restore_transformers()
 
 
 def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -45,7 +36,7 @@ def _reference(family: str, **kwargs: Any) -> tuple[nn.Module, dict[str, Any]]:
     """A plain HF model and its training loss, gradients and eval logits (run before patching:
     RoPE and the class-level loss patches are process-wide)."""
     hf = build_model(family)
-    ids = _ids()
+    ids = token_ids()
     hf.train()
     out = hf(input_ids=ids, labels=ids, **kwargs)
     out.loss.backward()
@@ -56,7 +47,7 @@ def _reference(family: str, **kwargs: Any) -> tuple[nn.Module, dict[str, Any]]:
 
 
 def _assert_matches(ref: dict[str, Any], model: nn.Module, *, fused: bool, **kwargs: Any) -> None:
-    ids = _ids()
+    ids = token_ids()
     model.train()
     out = model(input_ids=ids, labels=ids, **kwargs)
     assert (out.logits is None) == fused  # the fused loss never materializes logits
@@ -144,7 +135,7 @@ def test_instance_cross_entropy() -> None:
 def test_fused_loss_trainer_kwargs(family: str) -> None:
     """num_items_in_batch (HF Trainer's gradient accumulation), shift_labels, ignore_index."""
     hf = build_model(family)
-    ids = _ids()
+    ids = token_ids()
     labels = ids.clone()
     labels[:, :5] = -100
     shift = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
@@ -247,7 +238,7 @@ def test_patched_model_pickles() -> None:
     loaded = torch.load(buffer, weights_only=False)
     assert tt.patched_modules(loaded) == tt.patched_modules(model)
     assert tt.patched_modules(copy.deepcopy(model)) == tt.patched_modules(model)
-    ids = _ids()
+    ids = token_ids()
     model.eval()
     loaded.eval()
     torch.testing.assert_close(loaded(input_ids=ids).logits, model(input_ids=ids).logits)

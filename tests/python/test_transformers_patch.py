@@ -19,6 +19,7 @@ import torch
 from convergence_utils import FAMILIES, hf_norm_names, only, tiny_config
 from convergence_utils import build_model as _build_model
 from convergence_utils import patched_classes as _patched_classes
+from helpers import restore_transformers, token_ids
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -70,18 +71,7 @@ def patched_classes(family: str) -> Any:
 
 @pytest.fixture(autouse=True)
 def _restore() -> Iterator[None]:
-    """Every test leaves transformers' classes as it found them."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-        tt.revert_patches()
-
-
-def _ids(batch: int = 2, seq: int = 16) -> torch.Tensor:
-    return torch.randint(3, 256, (batch, seq), generator=torch.Generator().manual_seed(7))
+    yield from restore_transformers()
 
 
 class _CountTigonOps(TorchDispatchMode):
@@ -106,7 +96,7 @@ def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def _assert_same_outputs(hf: nn.Module, ours: nn.Module, *, atol: float = 1e-5) -> None:
     """Forward logits, loss and every parameter gradient agree within float32 tolerance."""
-    ids = _ids()
+    ids = token_ids()
     out_ref = hf(input_ids=ids, labels=ids)
     out = ours(input_ids=ids, labels=ids)
     torch.testing.assert_close(out.logits, out_ref.logits, atol=atol, rtol=1e-5)
@@ -306,7 +296,7 @@ def test_kernel_actually_runs(family: str) -> None:
     """Forward calls tigon's forward op once per norm, backward its backward ops once per norm."""
     model = build_model(family, tigon="instance")
     n = len(tt.patched_modules(model))
-    ids = _ids()
+    ids = token_ids()
     with _CountTigonOps() as counter:
         model(input_ids=ids, labels=ids).loss.backward()
     assert counter.calls.get("tigon.rms_norm_fwd.default") == n, counter.calls
@@ -327,7 +317,7 @@ def test_in_place_off_where_the_gradient_is_shared(family: str) -> None:
     for module in forced.modules():
         if isinstance(module, tigon.nn.RMSNorm):
             module.in_place = True
-    ids = _ids()
+    ids = token_ids()
     forced(input_ids=ids, labels=ids).loss.backward()
     worst = max((g - _grads(hf)[n]).abs().max().item() for n, g in _grads(forced).items())
     assert worst > 1e-2, "forcing in_place=True on post-norms should corrupt gradients"
@@ -340,7 +330,7 @@ def test_instance_patching_after_accelerate_hooks() -> None:
     model = copy.deepcopy(hf)
     hooks.add_hook_to_module(model.model.norm, hooks.ModelHook())
     tt.apply_tigon_kernel_to_llama(model=model, **norms("llama"))
-    ids = _ids()
+    ids = token_ids()
     with _CountTigonOps() as counter:
         model(input_ids=ids)
     assert counter.calls["tigon.rms_norm_fwd.default"] == len(tt.patched_modules(model))
@@ -368,7 +358,7 @@ def test_patched_model_pickles_and_deep_copies() -> None:
     loaded = torch.load(buffer, weights_only=False)
     assert tt.patched_modules(loaded) == tt.patched_modules(model)
     assert tt.patched_modules(copy.deepcopy(model)) == tt.patched_modules(model)
-    ids = _ids()
+    ids = token_ids()
     torch.testing.assert_close(loaded(input_ids=ids).logits, model(input_ids=ids).logits)
 
 
