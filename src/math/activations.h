@@ -1,9 +1,14 @@
-// exp and tanh in float32 from correctly rounded +, -, *, / only, so the CPU (g++,
-// -ffp-contract=off) and CUDA (nvcc, -fmad=false) backends produce the same bits. Both are
-// correctly rounded in most cases and within about one unit in the last place otherwise; libm
-// expf/tanhf and CUDA's expf/tanhf differ from each other, so neither can be called.
+// exp and tanh for the activations (SwiGLU, GeGLU).
+//
+// On the device they are CUDA's expf/tanhf: those are what PyTorch's CUDA silu/gelu kernels call,
+// so a CUDA run gives the bits of HF's eager module on the GPU (the GLU translation units are
+// compiled with nvcc's default FMA contraction, as PyTorch's are). On the host they are tigon's
+// own float32 exp/tanh below, built from correctly rounded +, -, *, / only: correctly rounded in
+// most cases and within about one unit in the last place otherwise, independent of the libm.
+// The two backends therefore agree within an ulp or two of float32 (docs/ops/glu.md).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "math/float_types.h"
@@ -73,6 +78,23 @@ TIGON_HD float tanh_f32(float x) {
     t = 1.0f;
   }
   return x < 0.0f ? -t : t;
+}
+
+// What the activations call: CUDA's functions on the device, the ones above on the host.
+TIGON_HD float act_exp(float x) {
+#if defined(__CUDA_ARCH__)
+  return ::expf(x);
+#else
+  return exp_f32(x);
+#endif
+}
+
+TIGON_HD float act_tanh(float x) {
+#if defined(__CUDA_ARCH__)
+  return ::tanhf(x);
+#else
+  return tanh_f32(x);
+#endif
 }
 
 }  // namespace tigon::math

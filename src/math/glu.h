@@ -15,10 +15,10 @@ struct Activation;
 
 template <>
 struct Activation<GluActivation::kSilu> {
-  TIGON_HD static float forward(float a) { return a / (1.0f + exp_f32(-a)); }
+  TIGON_HD static float forward(float a) { return a / (1.0f + act_exp(-a)); }
   // PyTorch's silu_backward: dy * sigmoid * (1 + x * (1 - sigmoid)).
   TIGON_HD static float backward(float g, float a) {
-    const float s = 1.0f / (1.0f + exp_f32(-a));
+    const float s = 1.0f / (1.0f + act_exp(-a));
     return (g * s) * (1.0f + a * (1.0f - s));
   }
 };
@@ -30,14 +30,14 @@ struct Activation<GluActivation::kGeluTanh> {
   TIGON_HD static float forward(float a) {
     const float cube = (a * a) * a;
     const float inner = kBeta * (a + kKappa * cube);
-    return (0.5f * a) * (1.0f + tanh_f32(inner));
+    return (0.5f * a) * (1.0f + act_tanh(inner));
   }
   // PyTorch's gelu_backward (approximate="tanh"), term for term.
   TIGON_HD static float backward(float g, float a) {
     const float a_sq = a * a;
     const float cube = a * a_sq;
     const float inner = kBeta * (a + kKappa * cube);
-    const float t = tanh_f32(inner);
+    const float t = act_tanh(inner);
     const float left = 0.5f * a;
     const float right = 1.0f + t;
     const float left_derivative = 0.5f * right;

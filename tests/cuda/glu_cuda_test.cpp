@@ -1,10 +1,14 @@
-// GPU tests of the SwiGLU / GeGLU CUDA backend: every output bitwise equal to the CPU backend
-// (same shared math, no FMA contraction), for every dtype and activation, odd widths, unaligned
-// pointers, strided rows (gate_up halves), in place, determinism, > 2^31 elements. Without a CUDA
-// device every test reports SKIPPED.
+// GPU tests of the SwiGLU / GeGLU CUDA backend against the CPU backend on the same inputs, for
+// every dtype and activation, odd widths, unaligned pointers, strided rows (gate_up halves), in
+// place, determinism, > 2^31 elements. The device uses CUDA's expf/tanhf with FMA contraction (as
+// PyTorch's CUDA kernels, which tests/python/test_glu_ops.py matches bit for bit) and the host
+// tigon's own exp/tanh, so the two agree within float32 ulps before the final rounding: nearly
+// every element is bitwise equal, the rest within a rounding of T. Without a CUDA device every
+// test reports SKIPPED.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -81,8 +85,43 @@ std::string name(const Case& c) {
          (c.fused ? "_fused" : "");
 }
 
-// Runs fwd and bwd on both backends from the same bytes; returns the GPU's outputs after
-// asserting they equal the CPU's bit for bit.
+double element(DType t, const std::vector<unsigned char>& bytes, std::size_t i) {
+  if (t == DType::kFloat32) {
+    float v;
+    std::memcpy(&v, &bytes[4 * i], 4);
+    return v;
+  }
+  std::uint16_t b;
+  std::memcpy(&b, &bytes[2 * i], 2);
+  return t == DType::kFloat16 ? tigon::math::half_bits_to_float(b)
+                              : tigon::math::bf16_bits_to_float(b);
+}
+
+// GPU vs CPU outputs: each within two roundings of T (float32: 1e-5) relative, or 1e-4 absolute
+// where terms cancel (GeGLU's 1 + tanh in the tail, its derivative near its zero at a ~ -0.75,
+// where float32 ulps of terms ~10 show), and in 16-bit types at least 97% bitwise equal.
+void expect_matches(DType t, const std::vector<unsigned char>& want,
+                    const std::vector<unsigned char>& got, const char* what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  const double rtol = t == DType::kFloat32 ? 1e-5 : (t == DType::kFloat16 ? 1.0 / 512 : 1.0 / 64);
+  const std::size_t n = want.size() / tigon::element_size(t);
+  std::size_t exact = 0, bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double w = element(t, want, i), g = element(t, got, i);
+    const std::size_t es = tigon::element_size(t);
+    if (std::memcmp(&want[es * i], &got[es * i], es) == 0) {
+      ++exact;
+    } else if (!(std::abs(g - w) <= 1e-4 + rtol * std::abs(w))) {
+      if (bad++ < 3) ADD_FAILURE() << what << "[" << i << "]: cpu " << w << " gpu " << g;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+  if (t != DType::kFloat32 && n >= 100) {
+    EXPECT_GE(static_cast<double>(exact) / n, 0.97) << what << ": bitwise-equal fraction";
+  }
+}
+
+// Runs fwd and bwd on both backends from the same bytes and compares (expect_matches).
 void run_case(const Case& c) {
   SCOPED_TRACE(name(c));
   std::mt19937 rng(static_cast<std::uint32_t>(std::hash<std::string>{}(name(c))));
@@ -108,7 +147,7 @@ void run_case(const Case& c) {
   tigon::glu_fwd(c.act, la.view(a_dev.data(), t, gpu), lb.view(b_gpu_base, t, gpu),
                  lo.view(y_dev.data(), t, gpu));
   cuda_ok(cudaDeviceSynchronize());
-  EXPECT_EQ(y_dev.download(y_host.size()), y_host) << "forward";
+  expect_matches(t, y_host, y_dev.download(y_host.size()), "forward");
 
   const TensorView da_cpu =
       c.in_place ? la.view(a_host.data(), t, cpu) : lo.view(da_host.data(), t, cpu);
@@ -124,11 +163,11 @@ void run_case(const Case& c) {
                  lb.view(b_gpu_base, t, gpu), da_gpu, db_gpu);
   cuda_ok(cudaDeviceSynchronize());
   if (c.in_place) {
-    EXPECT_EQ(a_dev.download(a_host.size()), a_host) << "da (in a)";
-    if (!c.fused) EXPECT_EQ(b_dev.download(b_host.size()), b_host) << "db (in b)";
+    expect_matches(t, a_host, a_dev.download(a_host.size()), "da (in a)");
+    if (!c.fused) expect_matches(t, b_host, b_dev.download(b_host.size()), "db (in b)");
   } else {
-    EXPECT_EQ(da_dev.download(da_host.size()), da_host) << "da";
-    EXPECT_EQ(db_dev.download(db_host.size()), db_host) << "db";
+    expect_matches(t, da_host, da_dev.download(da_host.size()), "da");
+    expect_matches(t, db_host, db_dev.download(db_host.size()), "db");
   }
 }
 
@@ -152,7 +191,7 @@ std::vector<Case> cases() {
   return out;
 }
 
-TEST(GluCuda, MatchesCpuBackendBitwise) {
+TEST(GluCuda, MatchesCpuBackend) {
   SKIP_WITHOUT_CUDA_DEVICE();
   for (const Case& c : cases()) run_case(c);
 }

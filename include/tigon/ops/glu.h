@@ -3,7 +3,8 @@
 // a is the gate projection, b the up projection (HF: down(act(gate(x)) * up(x))). The results are
 // those of Hugging Face's eager MLP and of PyTorch autograd through it, in the tensors' dtype T
 // (float32, float16 or bfloat16). round_T = round to nearest even to T; every operation not marked
-// round_T is one correctly rounded float32 operation, in the order written (no FMA contraction).
+// round_T is one correctly rounded float32 operation, in the order written (on the CUDA backend
+// with nvcc's FMA contraction, as PyTorch's CUDA kernels).
 //
 // Forward (HF: act_fn(gate) rounds to T, then the product in T rounds again):
 //     h = round_T(act(a))
@@ -12,8 +13,8 @@
 // gelu_tanh(a) = (0.5 * a) * (1 + tanh(kBeta * (a + kKappa * ((a * a) * a))))
 //                kBeta = float32(sqrt(2 / pi)) = 0.7978846f, kKappa = 0.044715f
 //                                                 (torch.nn.functional.gelu(approximate="tanh"))
-// exp and tanh are tigon's own float32 implementations (src/math/activations.h), correctly rounded
-// in almost every case and identical on the CPU and CUDA backends.
+// exp and tanh: CUDA's expf/tanhf on the CUDA backend (bitwise equal to HF on the GPU), tigon's
+// own float32 implementations on the CPU (src/math/activations.h, docs/ops/glu.md).
 //
 // Backward, given dy = dL/dy (PyTorch autograd through HF eager: the product's backward forms
 // dL/dh = round_T(dy * b) and dL/db = round_T(dy * h) with the ROUNDED h; the activation's backward

@@ -15,11 +15,6 @@ namespace tigon::cuda {
 // gridDim.x limit; kernels loop over their work, so a capped grid is still complete.
 inline constexpr std::int64_t kMaxGridBlocks = 0x7fffffff;
 
-// Dynamic shared memory a kernel may use without opting in (cudaFuncSetAttribute) first.
-// The limit counts static shared memory too, hence a reserve for kernels' small static arrays.
-inline constexpr std::size_t kDefaultSharedMemoryBytes = 48 * 1024;
-inline constexpr std::size_t kStaticSharedMemoryReserve = 1024;
-
 struct DeviceInfo {
   int sm_count = 0;
   int cc_major = 0;

@@ -4,10 +4,8 @@
 // dx may alias dy (in place): each element's dy is read by the thread that later writes its dx.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
-#include "cuda/common/async_copy.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/layout.cuh"
@@ -61,77 +59,6 @@ __device__ __forceinline__ void grad_pack(const Pack<typename MathTraits<Math>::
   store_pack<typename T::X, P>(dx, out);
 }
 
-// Bytes of the dW combine buffer at the start of the backward kernel's dynamic shared memory:
-// one slice row of float32 when several rows share a block (see the end of the kernel).
-template <typename Math, int P>
-__host__ __device__ inline std::size_t bwd_combine_bytes(const RowSplit& s) {
-  const bool combine = MathTraits<Math>::kAffine && s.block_threads > s.threads_per_row;
-  return combine ? sizeof(float) * s.threads_per_row * kBwdPacksPerThread * P : 0;
-}
-
-// Double buffer in shared memory for the vector path: while a thread computes on one row, its
-// packs of the slot's next row are already in flight (cp.async), without costing registers. So
-// each CTA keeps two rows per slot in flight where it used to keep one, which is what the
-// register-bound backward lacked. Per stage and pack index k, the dy packs of all threads come
-// first, then their x packs, each thread's next to its neighbour's (conflict-free 16-byte reads).
-// Every thread reads back only what it copied itself, so no barrier is needed.
-template <typename Math, int P>
-struct BwdStaging {
-  using X = typename MathTraits<Math>::X;
-  using Y = typename MathTraits<Math>::Y;
-  static constexpr int kXBytes = static_cast<int>(sizeof(X)) * P;
-  static constexpr int kYBytes = static_cast<int>(sizeof(Y)) * P;
-  static constexpr bool kEnabled = kXBytes % 16 == 0 && kYBytes % 16 == 0;
-
-  static std::size_t bytes(int block_threads) {
-    return kEnabled ? std::size_t{2} * kBwdPacksPerThread * block_threads * (kXBytes + kYBytes) : 0;
-  }
-
-  unsigned char* base;
-  int first_pack;  // this thread's packs of a row: first_pack + k * stride / P, k < packs
-  int stride;
-  int packs;
-
-  __device__ BwdStaging(unsigned char* b, int first, int s, int n)
-      : base(b), first_pack(first), stride(s), packs(n) {}
-
-  __device__ unsigned char* at(int stage, int k) const {
-    const int threads = static_cast<int>(blockDim.x);
-    return base + (static_cast<std::size_t>(stage) * kBwdPacksPerThread + k) * threads *
-                      (kXBytes + kYBytes);
-  }
-  __device__ const Y* dy(int stage, int k) const {
-    return reinterpret_cast<const Y*>(at(stage, k) + threadIdx.x * kYBytes);
-  }
-  __device__ const X* x(int stage, int k) const {
-    return reinterpret_cast<const X*>(at(stage, k) + blockDim.x * kYBytes + threadIdx.x * kXBytes);
-  }
-
-  // Issues this thread's copies of row `row` (none when row < 0) into `stage`.
-  __device__ void fetch(const BwdParams& p, std::int64_t row, int stage) const {
-    if constexpr (kEnabled) {
-      if (row < 0) return;
-      const Y* dy_row = static_cast<const Y*>(p.dy) + row * p.dy_row_stride + first_pack * P;
-      const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + first_pack * P;
-#pragma unroll
-      for (int k = 0; k < kBwdPacksPerThread; ++k) {
-        if (k < packs) {
-          auto* dy_dst = const_cast<Y*>(dy(stage, k));
-          auto* x_dst = const_cast<X*>(x(stage, k));
-#pragma unroll
-          for (int c = 0; c < kYBytes / 16; ++c)
-            async_copy_16(reinterpret_cast<unsigned char*>(dy_dst) + 16 * c,
-                          reinterpret_cast<const unsigned char*>(dy_row + k * stride) + 16 * c);
-#pragma unroll
-          for (int c = 0; c < kXBytes / 16; ++c)
-            async_copy_16(reinterpret_cast<unsigned char*>(x_dst) + 16 * c,
-                          reinterpret_cast<const unsigned char*>(x_row + k * stride) + 16 * c);
-        }
-      }
-    }
-  }
-};
-
 // Rows held in registers (x and dy: up to kBwdPacksPerThread packs each), so each is read once.
 // A block (or cluster, sm_90) takes whole dW groups; row slot k of the block handles rows
 // k, k + rows_in_block, ... of the group and accumulates their dW terms in registers. At the end
@@ -139,13 +66,12 @@ struct BwdStaging {
 // group's float32 partial row. Dynamic shared memory: threads_per_row * kBwdPacksPerThread * P
 // floats when rows_in_block > 1 and there is a weight, else none.
 template <typename Math, int P>
-__global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_bwd_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
   using T = MathTraits<Math>;
   using X = typename T::X;
   using W = typename T::W;
   using Y = typename T::Y;
   constexpr int K = kBwdPacksPerThread;
-  constexpr bool kStaged = BwdStaging<Math, P>::kEnabled;
   const RowSplit& s = p.split;
   const int group = s.threads_per_row;
   const int slot = static_cast<int>(threadIdx.x) / group;
@@ -166,10 +92,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_bwd_kernel(const B
 
   __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
   __shared__ float slice_sums[2];
-  extern __shared__ float slot_partials[];  // the dW combine buffer, then the staging buffers
-  const BwdStaging<Math, P> staging(
-      reinterpret_cast<unsigned char*>(slot_partials) + bwd_combine_bytes<Math, P>(s), first_pack,
-      stride, my_packs);
+  extern __shared__ float slot_partials[];
   int parity = 0;
   for (std::int64_t g = unit; g < p.groups.groups; g += units) {
     const std::int64_t group_begin = g * p.groups.rows_per_group;
@@ -181,57 +104,26 @@ __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_bwd_kernel(const B
       for (int i = 0; i < P; ++i) acc[k][i] = 0.0f;
     }
 
-    if constexpr (kStaged) {
-      staging.fetch(p, group_begin + slot < group_end ? group_begin + slot : -1, 0);
-      async_commit();
-    }
-    int stage = 0;
     for (std::int64_t row0 = group_begin; row0 < group_end; row0 += rows_in_block) {
       const std::int64_t row = row0 + slot;
       const int packs = row < group_end ? my_packs : 0;
-      // Staged: packs are read from shared memory where they are used (twice), so the row costs
-      // no registers and more CTAs fit on an SM. Otherwise they are held in registers.
-      Pack<Y, P> dy_held[kStaged ? 1 : K];
-      Pack<X, P> x_held[kStaged ? 1 : K];
-      const int cur = stage;
-      if constexpr (kStaged) {
-        // Put the slot's next row in flight, then wait for this one (the group before it).
-        const std::int64_t next = row + rows_in_block;
-        staging.fetch(p, next < group_end ? next : -1, stage ^ 1);
-        async_commit();
-        async_wait<1>();
-        stage ^= 1;
-      } else {
-        const Y* dy_row = static_cast<const Y*>(p.dy) + row * p.dy_row_stride + first_pack * P;
-        const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + first_pack * P;
+      const Y* dy_row = static_cast<const Y*>(p.dy) + row * p.dy_row_stride + first_pack * P;
+      const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + first_pack * P;
+      Pack<Y, P> dy[K];
+      Pack<X, P> x[K];
 #pragma unroll
-        for (int k = 0; k < K; ++k) {
-          if (k < packs) {
-            dy_held[k] = load_pack<Y, P>(dy_row + k * stride);
-            x_held[k] = load_pack<X, P>(x_row + k * stride);
-          }
+      for (int k = 0; k < K; ++k) {
+        if (k < packs) {
+          dy[k] = load_pack<Y, P>(dy_row + k * stride);
+          x[k] = load_pack<X, P>(x_row + k * stride);
         }
       }
-      const auto dy = [&](int k) {
-        if constexpr (kStaged) {
-          return load_pack<Y, P>(staging.dy(cur, k));
-        } else {
-          return dy_held[k];
-        }
-      };
-      const auto x = [&](int k) {
-        if constexpr (kStaged) {
-          return load_pack<X, P>(staging.x(cur, k));
-        } else {
-          return x_held[k];
-        }
-      };
       const float r = row < group_end ? p.rstd[row] : 0.0f;
       float sum = 0.0f;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         if (k < packs)
-          sum = grad_dot_pack<Math, P>(dy(k), x(k), weight + k * stride, p.offset, r, sum);
+          sum = grad_dot_pack<Math, P>(dy[k], x[k], weight + k * stride, p.offset, r, sum);
       }
       sum = row_group_sum(sum, group, warp_sums[parity]);
       if (s.slices > 1) sum = cluster_sum(sum, &slice_sums[parity], s.slices);
@@ -243,7 +135,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_bwd_kernel(const B
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         if (k < packs) {
-          grad_pack<Math, P>(dy(k), x(k), weight + k * stride, p.offset, r, mean_m_xhat, acc[k],
+          grad_pack<Math, P>(dy[k], x[k], weight + k * stride, p.offset, r, mean_m_xhat, acc[k],
                              dx_row + k * stride);
         }
       }

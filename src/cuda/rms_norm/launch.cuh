@@ -107,16 +107,13 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, cudaStream_t str
                   1, stream, p);
     return;
   }
-  // Dynamic shared memory: the dW combine buffer, then the staging double buffer.
-  const std::size_t smem =
-      bwd_combine_bytes<Math, P>(p.split) + BwdStaging<Math, P>::bytes(p.split.block_threads);
-  if (smem + kStaticSharedMemoryReserve > kDefaultSharedMemoryBytes) {
-    TIGON_CUDA_CHECK(cudaFuncSetAttribute(rms_norm_bwd_kernel<Math, P>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
-  }
+  // Several rows a block: their dW accumulators meet in one shared row slice (bwd_kernels.cuh).
+  const std::size_t slot_bytes =
+      T::kAffine && rows_per_block(p.split) > 1
+          ? sizeof(float) * p.split.threads_per_row * kBwdPacksPerThread * P
+          : 0;
   launch_kernel(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
-                dim3(p.split.block_threads), smem, p.split.slices, stream, p);
+                dim3(p.split.block_threads), slot_bytes, p.split.slices, stream, p);
 }
 
 // Calls f.template operator()<Math>() for the arguments' dtypes in casting mode kMode. Without a
