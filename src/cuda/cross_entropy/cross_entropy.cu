@@ -49,22 +49,33 @@ void prepare_into(const CrossEntropyArgs& a, float* header, float* weights_f32, 
   }
 }
 
-template <typename T, int P, RowMode kMode>
-void launch_rows(const RowParams& p, int device, cudaStream_t s) {
+template <typename T, int P, RowMode kMode, bool kPlain>
+void launch_rows_as(const RowParams& p, int device, cudaStream_t s) {
+  const auto kernel = ce_row_kernel<T, P, kMode, kPlain>;
   std::size_t smem = 0;
   if constexpr (kMode == RowMode::kLossGrad) {
     smem = static_cast<std::size_t>(p.cache_packs) * P * sizeof(T);
     static bool configured = false;  // per instantiation; the attribute is per function
     if (!configured) {
-      TIGON_CUDA_CHECK(cudaFuncSetAttribute(ce_row_kernel<T, P, kMode>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+      TIGON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kCacheBytes)));
       configured = true;
     }
   }
   const DeviceInfo info = device_info(device);
   const std::int64_t grid = std::min<std::int64_t>(p.rows, 2 * std::int64_t{info.sm_count});
-  launch_kernel(ce_row_kernel<T, P, kMode>, grid, dim3(kRowThreads), smem, 1, s, p);
+  launch_kernel(kernel, grid, dim3(kRowThreads), smem, 1, s, p);
+}
+
+// Without softcap, label smoothing and class weights the row kernel has no per-element branches.
+template <typename T, int P, RowMode kMode>
+void launch_rows(const RowParams& p, int device, cudaStream_t s) {
+  const bool plain = !(p.softcap > 0.0f) && p.label_smoothing == 0.0f && p.weights == nullptr;
+  if (plain) {
+    launch_rows_as<T, P, kMode, true>(p, device, s);
+  } else {
+    launch_rows_as<T, P, kMode, false>(p, device, s);
+  }
 }
 
 template <RowMode kMode>

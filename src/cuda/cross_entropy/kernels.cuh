@@ -157,7 +157,18 @@ __device__ __forceinline__ math::OnlineLse block_merge(math::OnlineLse s, float*
   return total;
 }
 
-template <typename T, int P, RowMode kMode>
+// The position of the row's target within pack k (-1 if elsewhere): compared once per pack, so
+// the per-element loops carry no 64-bit index arithmetic.
+template <int P>
+__device__ __forceinline__ int target_in_pack(std::int64_t y, std::int64_t k) {
+  const std::int64_t first = k * P;
+  return y >= first && y < first + P ? static_cast<int>(y - first) : -1;
+}
+
+// kPlain: no softcap, no label smoothing, no class weights (the common case). Those options are
+// then compile-time constants and the per-element loops are a load, an FFMA, an ex2 and an add
+// (pass 1) or an FFMA, an ex2 and an FMUL (pass 2): the kernel stays memory-bound.
+template <typename T, int P, RowMode kMode, bool kPlain>
 __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
   extern __shared__ __align__(16) unsigned char cache_bytes[];
   __shared__ float scratch[3 * kRowThreads / 32];
@@ -165,9 +176,10 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
   constexpr bool kForward = kMode != RowMode::kGrad;
   constexpr bool kWritesGrad = kMode != RowMode::kLoss;
   const std::int64_t packs = p.vocab / P;
-  const float softcap = p.softcap;
+  const float softcap = kPlain ? 0.0f : p.softcap;
   const float inv_softcap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
-  const bool smoothing = p.label_smoothing != 0.0f;
+  const bool smoothing = !kPlain && p.label_smoothing != 0.0f;
+  const float* weights = kPlain ? nullptr : p.weights;
   const float scale_a = p.scales[2], scale_b = p.scales[3], weight_total = p.scales[4];
 
   for (std::int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
@@ -206,16 +218,25 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
             pm = fmaxf(pm, c[i]);
           }
           if (pm > st.max) {
-            st.sum = st.max == -INFINITY ? 0.0f : st.sum * exp2f((st.max - pm) * math::kLog2e);
+            st.sum =
+                st.max == -INFINITY ? 0.0f : st.sum * math::fast_exp2((st.max - pm) * math::kLog2e);
             st.max = pm;
           }
-          const float m = st.max == -INFINITY ? 0.0f : st.max;
+          const float m_log2 = (st.max == -INFINITY ? 0.0f : st.max) * math::kLog2e;
+          float e[P];
 #pragma unroll
-          for (int i = 0; i < P; ++i) {
-            const std::int64_t j = k * P + i;
-            const float e = exp2f((c[i] - m) * math::kLog2e);
-            st.sum += j == y ? 0.0f : e;  // the target's term: ce_target_terms
-            if (smoothing) st.weighted_sum += (p.weights ? p.weights[j] : 1.0f) * c[i];
+          for (int i = 0; i < P; ++i) e[i] = math::fast_exp2(c[i] * math::kLog2e - m_log2);
+          const int target = target_in_pack<P>(y, k);
+          if (target >= 0) {  // the target's term is added by ce_target_terms
+#pragma unroll
+            for (int i = 0; i < P; ++i) e[i] = i == target ? 0.0f : e[i];
+          }
+#pragma unroll
+          for (int i = 0; i < P; ++i) st.sum += e[i];
+          if (smoothing) {
+#pragma unroll
+            for (int i = 0; i < P; ++i)
+              st.weighted_sum += (weights ? weights[k * P + i] : 1.0f) * c[i];
           }
         }
       }
@@ -223,7 +244,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
       float ce = 0.0f, z = 0.0f;
       lse = st.lse();
       if (!ignored) {
-        const float w_y = p.weights == nullptr ? 1.0f : (in_range ? p.weights[y] : NAN);
+        const float w_y = weights == nullptr ? 1.0f : (in_range ? weights[y] : NAN);
         const float c_y =
             in_range ? math::cap_logit(math::to_float(x[y]), softcap, inv_softcap) : NAN;
         const math::CeTargetTerms t = math::ce_target_terms(st.max, st.sum, c_y);
@@ -253,7 +274,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
         a *= up;
         b *= up;
       }
-      const float w_y = p.weights == nullptr ? 1.0f : (in_range ? p.weights[y] : NAN);
+      const float w_y = weights == nullptr ? 1.0f : (in_range ? weights[y] : NAN);
       math::CeRow r = math::ce_row(lse, softcap, p.label_smoothing, p.lse_square_scale, w_y,
                                    weight_total, p.vocab, a, b);
       r.one_minus_p_y = one_minus_p_y;
@@ -270,19 +291,30 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
         for (int u = 0; u < kUnroll; ++u) {
           const std::int64_t k = k0 + u * kRowThreads;
           if (k >= packs) break;
+          float v[P];
+#pragma unroll
+          for (int i = 0; i < P; ++i) v[i] = 0.0f;
+          if (!ignored) {
+#pragma unroll
+            for (int i = 0; i < P; ++i) {
+              const float c = math::cap_logit(pk[u].value(i), softcap, inv_softcap);
+              const float w_j = weights ? weights[k * P + i] : 1.0f;
+              v[i] = math::ce_grad(c, w_j, r) * math::cap_derivative(c, softcap, inv_softcap);
+            }
+            const int target = target_in_pack<P>(y, k);
+            if (target >= 0) {
+#pragma unroll
+              for (int i = 0; i < P; ++i) {
+                if (i != target) continue;
+                const float c = math::cap_logit(pk[u].value(i), softcap, inv_softcap);
+                v[i] =
+                    math::ce_grad_target(c, w_y, r) * math::cap_derivative(c, softcap, inv_softcap);
+              }
+            }
+          }
           T out[P];
 #pragma unroll
-          for (int i = 0; i < P; ++i) {
-            float v = 0.0f;
-            if (!ignored) {
-              const std::int64_t j = k * P + i;
-              const float c = math::cap_logit(pk[u].value(i), softcap, inv_softcap);
-              const float w_j = p.weights ? p.weights[j] : 1.0f;
-              const float dc = j == y ? math::ce_grad_target(c, w_j, r) : math::ce_grad(c, w_j, r);
-              v = dc * math::cap_derivative(c, softcap, inv_softcap);
-            }
-            out[i] = math::from_float<T>(v);
-          }
+          for (int i = 0; i < P; ++i) out[i] = math::from_float<T>(v[i]);
           store_pack<T, P>(g + k * P, out);
         }
       }
