@@ -70,8 +70,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Four blocks per SM (64 registers): bf16 would otherwise take 78 and fit three, too few loads
+// in flight for the five streams the backward moves.
 template <GluActivation kAct, typename T, int P>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     glu_bwd_kernel(const detail::GluBwdArgs p, const Tiling tiling) {
   using Math = math::Glu<kAct, T>;
   const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * P;
