@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "core/dispatch.h"
@@ -19,8 +20,9 @@ namespace {
 using namespace tigon::cuda::cross_entropy;
 using detail::CrossEntropyArgs;
 
-// Shared memory per CTA for the row copy between the passes (two CTAs per SM).
-constexpr std::size_t kCacheBytes = 96 * 1024;
+// Shared memory per CTA for the row copy between the passes, besides the cp.async ring (two CTAs
+// per SM: 2 x (80 + 32) KB of the 228 KB).
+constexpr std::size_t kCacheBytes = 80 * 1024;
 
 bool aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
@@ -52,14 +54,17 @@ void prepare_into(const CrossEntropyArgs& a, float* header, float* weights_f32, 
 template <typename T, int P, RowMode kMode, bool kPlain>
 void launch_rows_as(const RowParams& p, int device, cudaStream_t s) {
   const auto kernel = ce_row_kernel<T, P, kMode, kPlain>;
-  std::size_t smem = 0;
-  if constexpr (kMode == RowMode::kLossGrad) {
-    smem = static_cast<std::size_t>(p.cache_packs) * P * sizeof(T);
-    static bool configured = false;  // per instantiation; the attribute is per function
-    if (!configured) {
+  constexpr bool kStreamed = kMode != RowMode::kGrad && sizeof(T) * P == 16;
+  const std::size_t smem =
+      (kStreamed ? kRingBytes : 0) + static_cast<std::size_t>(p.cache_packs) * P * sizeof(T);
+  if (smem > 0) {
+    // The attribute is per function and device: set once per (instantiation, device).
+    static std::atomic<std::uint64_t> configured{0};
+    const std::uint64_t bit = std::uint64_t{1} << (device % 64);
+    if ((configured.load(std::memory_order_relaxed) & bit) == 0) {
       TIGON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kCacheBytes)));
-      configured = true;
+                                            static_cast<int>(kRingBytes + kCacheBytes)));
+      configured.fetch_or(bit, std::memory_order_relaxed);
     }
   }
   const DeviceInfo info = device_info(device);

@@ -10,8 +10,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/async_copy.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "math/cross_entropy.h"
 #include "math/float_types.h"
@@ -22,6 +24,11 @@ namespace tigon::cuda::cross_entropy {
 inline constexpr int kRowThreads = 512;
 inline constexpr int kReduceThreads = 1024;
 inline constexpr int kUnroll = 2;  // packs loaded before any is used: bytes in flight per thread
+// Pass 1 of the 16-byte path streams the row through shared memory with cp.async, kAhead packs per
+// thread ahead of the math: 32 KB in flight per CTA without costing registers (the kernel is at
+// its 64-register bound). Packs outside the row cache land in a ring of kAhead slots per thread.
+inline constexpr int kAhead = 4;
+inline constexpr std::size_t kRingBytes = std::size_t{kAhead} * kRowThreads * 16;
 
 enum class RowMode { kLoss, kLossGrad, kGrad };
 
@@ -59,6 +66,7 @@ struct RowParams {
   const float* grad_loss;  // backward upstream ([rows] for kNone, else one)
   bool per_row_upstream;
   std::int64_t cache_packs;  // packs of each row kept in shared memory between the passes
+  // Dynamic shared memory: the cp.async ring (kRingBytes, 16-byte path only), then the row cache.
 };
 
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
@@ -172,8 +180,10 @@ template <typename T, int P, RowMode kMode, bool kPlain>
 __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
   extern __shared__ __align__(16) unsigned char cache_bytes[];
   __shared__ float scratch[3 * kRowThreads / 32];
-  T* cache = reinterpret_cast<T*>(cache_bytes);
   constexpr bool kForward = kMode != RowMode::kGrad;
+  constexpr bool kStreamed = kForward && sizeof(T) * P == 16;
+  T* ring = reinterpret_cast<T*>(cache_bytes);
+  T* cache = reinterpret_cast<T*>(cache_bytes + (kStreamed ? kRingBytes : 0));
   constexpr bool kWritesGrad = kMode != RowMode::kLoss;
   const std::int64_t packs = p.vocab / P;
   const float softcap = kPlain ? 0.0f : p.softcap;
@@ -191,52 +201,82 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
 
     if constexpr (kForward) {
       math::OnlineLse st;
-      for (std::int64_t k0 = threadIdx.x; k0 < packs; k0 += kUnroll * kRowThreads) {
-        Pack<T, P> pk[kUnroll];
+      // The online max / sum of one pack k (16-byte or single-element).
+      const auto accumulate = [&](const Pack<T, P>& pk, std::int64_t k) {
+        float c[P];
+        float pm = -INFINITY;
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const std::int64_t k = k0 + u * kRowThreads;
-          if (k < packs) pk[u] = load_pack<T, P>(x + k * P);
+        for (int i = 0; i < P; ++i) {
+          c[i] = math::cap_logit(pk.value(i), softcap, inv_softcap);
+          pm = fmaxf(pm, c[i]);
+        }
+        if (pm > st.max) {
+          st.sum =
+              st.max == -INFINITY ? 0.0f : st.sum * math::fast_exp2((st.max - pm) * math::kLog2e);
+          st.max = pm;
+        }
+        const float m_log2 = (st.max == -INFINITY ? 0.0f : st.max) * math::kLog2e;
+        float e[P];
+#pragma unroll
+        for (int i = 0; i < P; ++i) e[i] = math::fast_exp2(c[i] * math::kLog2e - m_log2);
+        const int target = target_in_pack<P>(y, k);
+        if (target >= 0) {  // the target's term is added by ce_target_terms
+#pragma unroll
+          for (int i = 0; i < P; ++i) e[i] = i == target ? 0.0f : e[i];
         }
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const std::int64_t k = k0 + u * kRowThreads;
-          if (k >= packs) break;
-          if constexpr (kWritesGrad) {
-            if (k < p.cache_packs) {
-              T v[P];
+        for (int i = 0; i < P; ++i) st.sum += e[i];
+        if (smoothing) {
 #pragma unroll
-              for (int i = 0; i < P; ++i) v[i] = pk[u].at(i);
-              store_pack<T, P>(cache + k * P, v);
+          for (int i = 0; i < P; ++i)
+            st.weighted_sum += (weights ? weights[k * P + i] : 1.0f) * c[i];
+        }
+      };
+      if constexpr (kStreamed) {
+        // Step j is pack k = threadIdx.x + j * kRowThreads: into the row cache when k is cached
+        // (pass 2 reads it there), else into ring slot j % kAhead. Each thread reads back only its
+        // own copies (no barrier); a slot is refilled right after its pack was consumed.
+        const std::int64_t first = threadIdx.x;
+        const std::int64_t steps =
+            first < packs ? (packs - 1 - first) / kRowThreads + 1 : std::int64_t{0};
+        const auto staged = [&](std::int64_t j) -> T* {
+          const std::int64_t k = first + j * kRowThreads;
+          return k < p.cache_packs ? cache + k * P
+                                   : ring + ((j % kAhead) * kRowThreads + threadIdx.x) * P;
+        };
+#pragma unroll
+        for (int j = 0; j < kAhead; ++j) {
+          if (j < steps) async_copy_16(staged(j), x + (first + j * kRowThreads) * P);
+          async_commit();
+        }
+        for (std::int64_t j = 0; j < steps; ++j) {
+          async_wait<kAhead - 1>();  // step j has landed; the next kAhead - 1 may be in flight
+          accumulate(load_pack<T, P>(staged(j)), first + j * kRowThreads);
+          const std::int64_t next = j + kAhead;
+          if (next < steps) async_copy_16(staged(next), x + (first + next * kRowThreads) * P);
+          async_commit();  // always one group per step, so the wait count above stays exact
+        }
+      } else {
+        for (std::int64_t k0 = threadIdx.x; k0 < packs; k0 += kUnroll * kRowThreads) {
+          Pack<T, P> pk[kUnroll];
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const std::int64_t k = k0 + u * kRowThreads;
+            if (k < packs) pk[u] = load_pack<T, P>(x + k * P);
+          }
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            const std::int64_t k = k0 + u * kRowThreads;
+            if (k >= packs) break;
+            if constexpr (kWritesGrad) {
+              if (k < p.cache_packs) {
+                T v[P];
+#pragma unroll
+                for (int i = 0; i < P; ++i) v[i] = pk[u].at(i);
+                store_pack<T, P>(cache + k * P, v);
+              }
             }
-          }
-          float c[P];
-          float pm = -INFINITY;
-#pragma unroll
-          for (int i = 0; i < P; ++i) {
-            c[i] = math::cap_logit(pk[u].value(i), softcap, inv_softcap);
-            pm = fmaxf(pm, c[i]);
-          }
-          if (pm > st.max) {
-            st.sum =
-                st.max == -INFINITY ? 0.0f : st.sum * math::fast_exp2((st.max - pm) * math::kLog2e);
-            st.max = pm;
-          }
-          const float m_log2 = (st.max == -INFINITY ? 0.0f : st.max) * math::kLog2e;
-          float e[P];
-#pragma unroll
-          for (int i = 0; i < P; ++i) e[i] = math::fast_exp2(c[i] * math::kLog2e - m_log2);
-          const int target = target_in_pack<P>(y, k);
-          if (target >= 0) {  // the target's term is added by ce_target_terms
-#pragma unroll
-            for (int i = 0; i < P; ++i) e[i] = i == target ? 0.0f : e[i];
-          }
-#pragma unroll
-          for (int i = 0; i < P; ++i) st.sum += e[i];
-          if (smoothing) {
-#pragma unroll
-            for (int i = 0; i < P; ++i)
-              st.weighted_sum += (weights ? weights[k * P + i] : 1.0f) * c[i];
+            accumulate(pk[u], k);
           }
         }
       }

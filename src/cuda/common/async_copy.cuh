@@ -1,0 +1,36 @@
+// Global -> shared copies that do not pass through registers (cp.async, sm_80+): a thread can have
+// the next row in flight while it computes on the current one, without holding it in registers.
+#pragma once
+
+#include <cstdint>
+
+namespace tigon::cuda {
+
+// Copies 16 bytes (both addresses 16-byte aligned). Completes at a later async_wait.
+__device__ __forceinline__ void async_copy_16(void* shared, const void* global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global)
+               : "memory");
+#else
+  *static_cast<uint4*>(shared) = *static_cast<const uint4*>(global);
+#endif
+}
+
+// Closes the group of copies issued since the last commit.
+__device__ __forceinline__ void async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most kPending committed groups are still in flight; the calling thread then sees
+// the data of all the others (its own copies: other threads' need a barrier as well).
+template <int kPending>
+__device__ __forceinline__ void async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+}  // namespace tigon::cuda
