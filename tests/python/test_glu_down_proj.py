@@ -202,6 +202,9 @@ def test_fallbacks():
         assert not _is_fused(tigon.nn.glu_down_proj("silu", gate, up, linear))
     finally:
         handle.remove()
+    transposed = nn.Linear(IN, OUT)
+    transposed.weight = nn.Parameter(torch.randn(IN, OUT).t())
+    assert not _is_fused(tigon.nn.glu_down_proj("silu", gate, up, transposed))
     with pytest.raises(ValueError, match="argument 'b'"):
         tigon.nn.glu_down_proj("silu", gate, up[:, :-1], linear)
     with pytest.raises(ValueError, match="activation"):

@@ -172,7 +172,7 @@ class _PackedGluDownProj(torch.autograd.Function):
 def fusable_down_proj(down_proj: nn.Module, *inputs: torch.Tensor) -> bool:
     """Whether ``down_proj(glu(...))`` may run as one recomputing function: a plain
     ``nn.Linear`` (exact type: LoRA/PEFT, quantized and FSDP2 classes are not), called without
-    hooks or an instance-level forward (accelerate), plain weight tensors, autograd on and
+    hooks or an instance-level forward (accelerate), plain contiguous weight tensors, autograd on and
     autocast off for the input's device (else the ordinary path: nothing to save, or autocast's
     casts to reproduce)."""
     if type(down_proj) is not nn.Linear or "forward" in down_proj.__dict__:
@@ -192,6 +192,8 @@ def fusable_down_proj(down_proj: nn.Module, *inputs: torch.Tensor) -> bool:
     if type(weight) not in (nn.Parameter, torch.Tensor) or (
         bias is not None and type(bias) not in (nn.Parameter, torch.Tensor)
     ):
+        return False
+    if not weight.is_contiguous():  # autograd's mm backward picks another product order then
         return False
     if not torch.is_grad_enabled() or torch.is_autocast_enabled(inputs[0].device.type):
         return False
