@@ -6,8 +6,10 @@ from tigon.nn.glu import (
     GeGLUMLP,
     Phi3SwiGLUMLP,
     SwiGLUMLP,
+    glu_down_proj,
     glu_experts_apply_gate,
     glu_experts_forward,
+    glu_packed_down_proj,
     use_tigon_experts,
 )
 from tigon.nn.rms_norm import RMSNorm
@@ -19,7 +21,9 @@ __all__ = [
     "Phi3SwiGLUMLP",
     "RMSNorm",
     "SwiGLUMLP",
+    "glu_down_proj",
     "glu_experts_apply_gate",
     "glu_experts_forward",
+    "glu_packed_down_proj",
     "use_tigon_experts",
 ]

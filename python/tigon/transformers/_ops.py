@@ -44,6 +44,17 @@ def glu_packed(kind: str, gate_up: torch.Tensor) -> torch.Tensor:
     return _op(f"{kind}_packed")(gate_up, in_place=True)
 
 
+def glu_down_proj(kind: str, gate: torch.Tensor, up: torch.Tensor, down_proj: Any) -> torch.Tensor:
+    """``down_proj(glu(kind, gate, up))`` whose backward recomputes the product instead of
+    saving it (``tigon.nn.glu_down_proj``; the plain path for a wrapped or hooked down_proj)."""
+    return tigon.nn.glu_down_proj(kind, gate, up, down_proj, in_place=True)
+
+
+def glu_packed_down_proj(kind: str, gate_up: torch.Tensor, down_proj: Any) -> torch.Tensor:
+    """``down_proj(glu_packed(kind, gate_up))``, recomputing the product in the backward."""
+    return tigon.nn.glu_packed_down_proj(kind, gate_up, down_proj, in_place=True)
+
+
 def rope(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -3,6 +3,9 @@
 Each tigon class is a subclass of the HF class (same constructor, same Parameters and names, so
 checkpoints load unchanged and ``isinstance`` checks keep working) whose forward replaces
 ``act(gate) * up`` by ``tigon.ops.swiglu`` / ``tigon.ops.geglu``: one kernel, no saved activation.
+When down_proj is a plain ``nn.Linear``, the product is not saved for down_proj's backward either
+(``tigon.nn.glu_down_proj`` recomputes it; ``tigon_fuse_down_proj = False`` on the class or an
+instance turns that off).
 Mixtral's experts (transformers 5.x stores them as 3-D Parameters in one ``MixtralExperts``
 module) get the op inside every experts implementation (eager loop, ``grouped_mm``,
 ``batched_mm``: they all call ``_apply_gate``).
@@ -46,6 +49,8 @@ class TigonGLU:
     tigon_family: str = ""
     tigon_replaces: str = ""
     tigon_spec: MlpSpec
+    #: down_proj's backward recomputes act(gate) * up instead of autograd saving it.
+    tigon_fuse_down_proj: bool = True
 
 
 def _check_activation(module: nn.Module, spec: MlpSpec, family: str) -> None:
@@ -59,12 +64,17 @@ def _check_activation(module: nn.Module, spec: MlpSpec, family: str) -> None:
 
 
 def _split_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
-    gate_up = _ops.glu(self.tigon_spec.kind, self.gate_proj(x), self.up_proj(x))
-    return self.down_proj(gate_up)
+    kind, gate, up = self.tigon_spec.kind, self.gate_proj(x), self.up_proj(x)
+    if self.tigon_fuse_down_proj:
+        return _ops.glu_down_proj(kind, gate, up, self.down_proj)
+    return self.down_proj(_ops.glu(kind, gate, up))
 
 
 def _fused_forward(self: Any, hidden_states: torch.Tensor) -> torch.Tensor:
-    return self.down_proj(_ops.glu_packed(self.tigon_spec.kind, self.gate_up_proj(hidden_states)))
+    kind, gate_up = self.tigon_spec.kind, self.gate_up_proj(hidden_states)
+    if self.tigon_fuse_down_proj:
+        return _ops.glu_packed_down_proj(kind, gate_up, self.down_proj)
+    return self.down_proj(_ops.glu_packed(kind, gate_up))
 
 
 def _apply_gate(self: Any, gate_up_out: torch.Tensor) -> torch.Tensor:
