@@ -5,6 +5,9 @@
 #   GPU_CHECK_BENCH=quick|full|none (default full)   GPU_CHECK_SANITIZER=0 to skip the sanitizer
 #   GPU_CHECK_PIP=1 also checks `pip install .`        CUDA_ARCH (default: this GPU's, e.g. 90)
 #   GPU_CHECK_PYTEST_ARGS="-m gpu" narrows pytest        GPU_CHECK_E2E=1 adds the training benchmark
+#   GPU_CHECK_E2E_ARGS="--compile --batch 4" passes options to it  GPU_CHECK_TESTS=0 skips the tests
+#   GPU_CHECK_BENCHES="bench_glu bench_rope" runs only those benchmarks (default: all)
+#   GPU_CHECK_DEMO=1 runs the training demo on CUDA (examples/train_demo.py, what `make demo` runs)
 #   GPU_CHECK_DIST=1 adds the 2-GPU FSDP2/DDP benchmark (examples/distributed/train_fsdp.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,8 +44,11 @@ info() {
 # second, static copy into the torch module; prefer the system g++ then.
 if [ -n "${CXX:-}" ] && [[ "$("$CXX" -print-file-name=libstdc++.so 2>/dev/null)" != /* ]] &&
   [ -x /usr/bin/g++ ]; then
-  echo "gpu_check: $CXX has no shared libstdc++; using /usr/bin/g++" >&2
+  echo "gpu_check: $CXX has no shared libstdc++; using /usr/bin/g++ (also as nvcc's host compiler)" >&2
   export CXX=/usr/bin/g++
+  # nvcc's host compiler adds its own library directories to the link line, so -lstdc++ would
+  # still find that compiler's static libstdc++.a.
+  export CUDAHOSTCXX=/usr/bin/g++
 fi
 
 configure_and_build() {
@@ -92,16 +98,28 @@ pip_install() { "$PY" -m pip install --no-build-isolation --no-deps -v . -Ccmake
 # Every op's benchmark (the end-to-end training benchmark only with GPU_CHECK_E2E=1); results
 # (CSV/JSON/PNG) go into the logs archive.
 bench() {
-  local mode=${GPU_CHECK_BENCH:-full} args=() rc=0 script name
+  local mode=${GPU_CHECK_BENCH:-full} args=() rc=0 script name extra
   [ "$mode" = quick ] && args=(--quick)
   for script in benchmarks/python/bench_*.py; do
     name=$(basename "$script" .py)
-    [ "$name" = bench_e2e_train ] && [ "${GPU_CHECK_E2E:-0}" != 1 ] && continue
+    [ -n "${GPU_CHECK_BENCHES:-}" ] && [[ " $GPU_CHECK_BENCHES " != *" $name "* ]] && continue
+    local opts=("${args[@]}")
+    if [ "$name" = bench_e2e_train ]; then  # full size unless its own options say otherwise
+      [ "${GPU_CHECK_E2E:-0}" != 1 ] && continue
+      read -ra opts <<<"${GPU_CHECK_E2E_ARGS:-}"
+    fi
     echo "=== $name"
     TIGON_TORCH_LIBRARY=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1) PYTHONPATH=python \
-      "$PY" "$script" --device cuda --out "$LOGS/results" "${args[@]}" || { rc=1; echo "FAILED: $name"; }
+      "$PY" "$script" --device cuda --out "$LOGS/results" "${opts[@]}" ||
+      { rc=1; echo "FAILED: $name"; }
   done
   return $rc
+}
+
+# The README's `make demo` job on this GPU (HF vs tigon, bf16, the CUDA default size).
+demo() {
+  TIGON_TORCH_LIBRARY=$(ls "$BUILD"/bindings/torch/_tigon_torch*.so | head -1) PYTHONPATH=python \
+    "$PY" examples/train_demo.py --device cuda --out "$LOGS/demo"
 }
 
 # Multi-GPU training, HF vs tigon (docs/benchmarks.md), with GPU_CHECK_DIST=1 on >= 2 GPUs.
@@ -122,11 +140,14 @@ dist_bench() {
 step info info
 if step build configure_and_build; then
   step link-check link_check
-  step ctest-cpu ctest_cpu
-  step ctest-gpu ctest_gpu
-  [ "${GPU_CHECK_SANITIZER:-1}" = 1 ] && step sanitizer sanitizer
-  step pytest pytest_all
+  if [ "${GPU_CHECK_TESTS:-1}" = 1 ]; then
+    step ctest-cpu ctest_cpu
+    step ctest-gpu ctest_gpu
+    [ "${GPU_CHECK_SANITIZER:-1}" = 1 ] && step sanitizer sanitizer
+    step pytest pytest_all
+  fi
   [ "${GPU_CHECK_PIP:-0}" = 1 ] && step pip-install pip_install
+  [ "${GPU_CHECK_DEMO:-0}" = 1 ] && step demo demo
   [ "${GPU_CHECK_BENCH:-full}" != none ] && step bench bench
   [ "${GPU_CHECK_DIST:-0}" = 1 ] && step dist-bench dist_bench
 fi
@@ -135,6 +156,7 @@ echo
 echo "== tigon gpu_check: $(head -2 "$LOGS/info.log" | tail -1) =="
 printf '%s\n' "${summary[@]}"
 [ -f "$LOGS/bench.log" ] && grep -E "^=== |copy ceiling|FAILED" "$LOGS/bench.log"
+[ -f "$LOGS/demo.log" ] && tail -12 "$LOGS/demo.log"
 [ -f "$LOGS/dist-bench.log" ] && grep -E "^=== |tok/s over|loss agreement" "$LOGS/dist-bench.log"
 tar -C "$OUT_DIR" -czf "$OUT_DIR/logs.tgz" logs && rm -rf "$LOGS"
 ! printf '%s\n' "${summary[@]}" | grep -q " FAIL "
