@@ -198,8 +198,10 @@ namespace cross_entropy {
 
 SlicePlan forward_slice_plan(const CrossEntropyArgs& a, int device) {
   const auto vec = static_cast<std::int64_t>(kSlicePackBytes / element_size(a.logits_dtype));
-  if (a.rows == 0 || !vector_rows(a, vec)) return {};
-  const SlicePlan plan = slice_plan(a.vocab / vec, clusters_available(device) ? kMaxCluster : 1);
+  const SliceTuning& t = slice_tuning();
+  if (!t.slices || a.rows == 0 || !vector_rows(a, vec)) return {};
+  const int max_cluster = clusters_available(device) ? t.max_cluster : 1;
+  const SlicePlan plan = slice_plan(a.vocab / vec, max_cluster, t.slice_bytes);
   return plan.smem_bytes() <= max_slice_bytes(device) ? plan : SlicePlan{};
 }
 

@@ -21,13 +21,15 @@ struct SlicePlan {
   std::size_t smem_bytes() const { return static_cast<std::size_t>(slice_packs) * kSlicePackBytes; }
 };
 
-// Rows of `packs` 16-byte packs, clusters of up to `max_cluster` CTAs (1 without clusters).
-// bf16 rows: V <= 32768 one CTA, <= 65536 two, <= 131072 four (V = 128256: 62.6 KB slices),
-// <= 262144 eight (256000: 62.5 KB); fp32 rows: half those; up to 100 KB slices then.
-inline SlicePlan slice_plan(std::int64_t packs, int max_cluster) {
+// Rows of `packs` 16-byte packs, clusters of up to `max_cluster` CTAs (1 without clusters),
+// preferred slices up to `slice_bytes`. bf16 rows: V <= 32768 one CTA, <= 65536 two, <= 131072
+// four (V = 128256: 62.6 KB slices), <= 262144 eight (256000: 62.5 KB); fp32 rows: half those;
+// then eight CTAs up to 100 KB slices.
+inline SlicePlan slice_plan(std::int64_t packs, int max_cluster,
+                            std::size_t slice_bytes = kSliceBytes) {
   const auto slice = [&](int c) { return (packs + c - 1) / c; };
   for (int c = 1; c <= max_cluster; c *= 2) {
-    if (static_cast<std::size_t>(slice(c)) * kSlicePackBytes <= kSliceBytes) return {c, slice(c)};
+    if (static_cast<std::size_t>(slice(c)) * kSlicePackBytes <= slice_bytes) return {c, slice(c)};
   }
   int largest = 1;
   while (largest * 2 <= max_cluster) largest *= 2;
@@ -35,6 +37,17 @@ inline SlicePlan slice_plan(std::int64_t packs, int max_cluster) {
     return {largest, slice(largest)};
   return {};
 }
+
+// TIGON_CROSS_ENTROPY_TUNING, a developer's override for one process (A/B runs without a
+// rebuild): slices=0 runs every row on the two-pass row kernel; max_cluster=1|2|4|8;
+// slice_kb=K prefers slices up to K KB (default 64, at most 100). Read once; malformed values
+// are errors.
+struct SliceTuning {
+  bool slices = true;
+  int max_cluster = kMaxCluster;
+  std::size_t slice_bytes = kSliceBytes;
+};
+const SliceTuning& slice_tuning();
 
 // The plan for the forward rows of `a` on `device`: cluster 0 unless the rows are 16-byte
 // vectorizable (V, strides and pointers) and fit; clusters only where the device runs this
