@@ -1,5 +1,8 @@
-// Cross-entropy CUDA kernels. One CTA per row (a persistent grid strides over rows):
-//  pass 1 reads the row once (16-byte packs, two in flight per thread), keeping an online
+// Cross-entropy CUDA kernels besides the one-read slice kernel (slice_kernel.cuh): denominators,
+// the final sum, the gradient scaling, and the two-pass row kernel for the rows the slice kernel
+// does not take (and the recompute backward). One CTA per row (a persistent grid strides over
+// rows):
+//  pass 1 reads the row once (16-byte packs streamed through shared memory), keeping an online
 //         max / sum-of-exp in float32 per thread, merged across the CTA in a fixed order;
 //  pass 2 (gradient) re-reads the row from a shared-memory copy of its first part and from L2
 //         for the rest (the row was read microseconds earlier), and writes the gradient, which
