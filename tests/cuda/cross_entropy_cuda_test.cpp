@@ -1,8 +1,10 @@
 // GPU tests of the cross-entropy CUDA backend against the CPU backend (the oracle, itself tested
 // against float64) on the same inputs: every option, dtypes, vector and scalar paths (odd vocab,
 // unaligned and strided rows), in-place gradients, the recompute backward with a per-row upstream,
-// scale_grad, all-ignored batches, large rows, and bitwise determinism run to run. Without a CUDA
-// device every test reports SKIPPED.
+// scale_grad, all-ignored batches, large rows, and bitwise determinism run to run; the one-read
+// slice kernel (clusters of 1-8 CTAs a row) at and around its size thresholds, with every option,
+// and a check that it is the path taken. Without a CUDA device every test reports SKIPPED (but
+// the slice planner's, which needs none).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -13,7 +15,10 @@
 #include <vector>
 
 #include "cpp/host_tensor.h"
+#include "cuda/common/clusters.h"
+#include "cuda/cross_entropy/slice_plan.h"
 #include "cuda/cuda_test_support.h"
+#include "ops/cross_entropy_args.h"
 #include "tigon/tigon.h"
 
 namespace {
@@ -49,6 +54,8 @@ struct Case {
   bool weighted = false;
   float divisor = 0;
   bool all_ignored = false;
+  std::vector<std::int64_t> targets;  // targets of the first non-ignored rows (else random)
+  int cluster = -1;  // expected slice-kernel cluster on sm_90 (0: the row kernel; -1: unchecked)
 };
 
 struct Outputs {
@@ -64,6 +71,10 @@ class Problem {
     x_.fill_normal(rng, 0.0f, 3.0f);
     std::uniform_int_distribution<std::int64_t> cls(0, c.v - 1);
     for (std::int64_t i = 0; i < c.n; ++i) y_.push_back(cls(rng));
+    for (std::int64_t i = 0, t = 0; i < c.n && t < static_cast<std::int64_t>(c.targets.size());
+         ++i) {
+      if (i % 4 != 0) y_[i] = c.targets[t++];
+    }
     for (std::int64_t i = 0; i < c.n; i += 4) y_[i] = c.p.ignore_index;
     if (c.all_ignored) y_.assign(c.n, c.p.ignore_index);
     std::uniform_real_distribution<float> u(0.2f, 2.0f);
@@ -128,6 +139,22 @@ class Problem {
     dlse.download(o.lse.data(), 4 * c_.n);
     if (grad) (in_place ? dx : dgrad).download(o.grad.bytes(), xbytes());
     return o;
+  }
+
+  // The slice-kernel plan forward_rows uses for this problem's device layout (gradient out of
+  // place; in place has the same alignment).
+  tigon::cuda::cross_entropy::SlicePlan slice_plan() const {
+    const std::size_t e = tigon::element_size(c_.dtype);
+    DeviceBuffer dx(xbytes()), dgrad(xbytes());
+    tigon::detail::CrossEntropyArgs a;
+    a.rows = c_.n;
+    a.vocab = c_.v;
+    a.logits_dtype = c_.dtype;
+    a.logits = static_cast<char*>(dx.data()) + c_.misalign * e;
+    a.logits_row_stride = c_.row_stride < 0 ? c_.v : c_.row_stride;
+    a.grad = static_cast<char*>(dgrad.data()) + c_.misalign * e;
+    a.grad_row_stride = a.logits_row_stride;
+    return tigon::cuda::cross_entropy::forward_slice_plan(a, 0);
   }
 
   // Recompute backward with upstream g on the GPU (per row for kNone).
@@ -267,6 +294,18 @@ TEST_P(CrossEntropyCuda, MatchesCpuBackend) {
   const Outputs again = pr.gpu(false, false);
   EXPECT_EQ(again.loss, got.loss);
   EXPECT_EQ(again.lse, got.lse);
+  const Outputs twice = pr.gpu(true, false);
+  EXPECT_EQ(twice.loss, got.loss);
+  EXPECT_EQ(twice.z, got.z);
+  for (std::int64_t i = 0; i < c.n; ++i)
+    for (std::int64_t j = 0; j < c.v; ++j)
+      ASSERT_EQ(twice.grad.bits(i, j, c.misalign), got.grad.bits(i, j, c.misalign))
+          << i << "," << j;
+
+  // The kernel the forward took (clusters need an sm_90 device).
+  if (c.cluster >= 0 && tigon::cuda::clusters_available(0)) {
+    EXPECT_EQ(pr.slice_plan().cluster, c.cluster);
+  }
 
   // Recompute backward with a non-uniform upstream (per row for none).
   std::vector<float> up(c.p.reduction == Reduction::kNone ? c.n : 1);
@@ -276,6 +315,119 @@ TEST_P(CrossEntropyCuda, MatchesCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(Gpu, CrossEntropyCuda, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
+
+// The one-read slice kernel: one CTA a row up to 64 KB rows, then clusters of 2, 4, 8 CTAs with
+// slices <= 64 KB (three CTAs per SM), 8 CTAs up to 100 KB slices, the row kernel past that.
+// Shapes on both sides of each threshold, rows = 1, more rows than resident clusters (the
+// persistent grid's next-row prefetch), targets at slice boundaries, every option.
+std::vector<Case> slice_cases() {
+  std::vector<Case> out;
+  auto add = [&](std::string name, DType d, std::int64_t n, std::int64_t v, int cluster,
+                 auto&& edit) {
+    Case c;
+    c.name = name + "_" + tigon::dtype_name(d);
+    c.dtype = d;
+    c.n = n;
+    c.v = v;
+    c.cluster = cluster;
+    edit(c);
+    out.push_back(c);
+  };
+  const auto none = [](Case&) {};
+  const DType bf16 = DType::kBFloat16, fp16 = DType::kFloat16, fp32 = DType::kFloat32;
+  add("v32000", bf16, 7, 32000, 1, none);
+  add("v32000_rows1000", bf16, 1000, 32000, 1, none);
+  add("v32768_one_cta", bf16, 5, 32768, 1, none);
+  add("v32776_two", bf16, 5, 32776, 2, [](Case& c) { c.targets = {16391, 16392, 0, 32775}; });
+  add("v32776_rows300", bf16, 300, 32776, 2, none);
+  add("v65536_two", bf16, 5, 65536, 2, none);
+  add("v65544_four", bf16, 5, 65544, 4, none);
+  add("v131072_four", bf16, 5, 131072, 4, none);
+  add("v131080_eight", bf16, 5, 131080, 8, none);
+  // V = 128256: slices of 32064 elements; targets at the boundaries.
+  for (DType d : {bf16, fp16}) {
+    add("v128256", d, 6, 128256, 4, [](Case& c) { c.targets = {32063, 32064, 96192, 128255, 0}; });
+  }
+  add("v128256_rows1", bf16, 1, 128256, 4, none);
+  add("v128256_rows300", bf16, 300, 128256, 4, none);
+  add("v128256", fp32, 6, 128256, 8, [](Case& c) { c.targets = {16031, 16032, 112224, 128255}; });
+  add("v128256_rows120", fp32, 120, 128256, 8, none);
+  add("v256000", bf16, 3, 256000, 8, none);
+  add("v204800_eight_100k", fp32, 3, 204800, 8, none);
+  add("v204808_row_kernel", fp32, 3, 204808, 0, none);
+  add("v300000_row_kernel", fp32, 2, 300000, 0, none);
+  add("v128256_odd_stride_row_kernel", bf16, 3, 128256, 0, [](Case& c) { c.row_stride = 128259; });
+  add("v128256_unaligned_row_kernel", bf16, 3, 128256, 0, [](Case& c) { c.misalign = 1; });
+  for (DType d : {bf16, fp32}) {
+    add("v128256_all_options_none", d, 9, 128256, d == bf16 ? 4 : 8, [](Case& c) {
+      c.p.reduction = Reduction::kNone;
+      c.weighted = true;
+      c.p.label_smoothing = 0.2f;
+      c.p.lse_square_scale = 1e-4f;
+      c.p.softcap = 8.0f;
+      c.targets = {32064, 128255};
+    });
+    add("v128256_weight_smoothing", d, 6, 128256, d == bf16 ? 4 : 8, [](Case& c) {
+      c.weighted = true;
+      c.p.label_smoothing = 0.1f;
+    });
+    add("v128256_zloss_softcap_sum", d, 6, 128256, d == bf16 ? 4 : 8, [](Case& c) {
+      c.p.lse_square_scale = 1e-3f;
+      c.p.softcap = 30.0f;
+      c.p.reduction = Reduction::kSum;
+      c.divisor = 5;
+    });
+    add("v128256_ignore_index_in_vocab", d, 6, 128256, d == bf16 ? 4 : 8,
+        [](Case& c) { c.p.ignore_index = 7; });
+    add("v128256_all_ignored", d, 5, 128256, d == bf16 ? 4 : 8,
+        [](Case& c) { c.all_ignored = true; });
+  }
+  add("v32776_all_options_none", bf16, 5, 32776, 2, [](Case& c) {
+    c.p.reduction = Reduction::kNone;
+    c.weighted = true;
+    c.p.label_smoothing = 0.2f;
+    c.p.lse_square_scale = 1e-4f;
+    c.p.softcap = 8.0f;
+  });
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Slices, CrossEntropyCuda, ::testing::ValuesIn(slice_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// The planner itself (host only: runs without a device). Packs are 16 bytes.
+TEST(CrossEntropySlicePlan, ClusterSizesAndThresholds) {
+  using tigon::cuda::cross_entropy::slice_plan;
+  struct Want {
+    std::int64_t packs;
+    int max_cluster, cluster;
+    std::int64_t slice_packs;
+  };
+  const Want wants[] = {
+      {1, 8, 1, 1},        {4096, 8, 1, 4096},  // bf16 V = 32768: 64 KB, one CTA
+      {4097, 8, 2, 2049},                       // just over
+      {8192, 8, 2, 4096},                       // bf16 V = 65536
+      {8193, 8, 4, 2049},                       //
+      {16032, 8, 4, 4008},                      // bf16 V = 128256: 62.6 KB slices
+      {32064, 8, 8, 4008},                      // fp32 V = 128256
+      {32000, 8, 8, 4000},                      // bf16 V = 256000: 62.5 KB
+      {51200, 8, 8, 6400},                      // fp32 V = 204800: 100 KB slices, two CTAs per SM
+      {51201, 8, 0, 0},                         // past 100 KB: the row kernel
+      {16032, 1, 0, 0},                         // no clusters: only rows that fit one CTA
+      {6400, 1, 1, 6400},                       // 100 KB, one CTA
+      {16032, 2, 0, 0},                         //
+      {16032, 4, 4, 4008},                      //
+  };
+  for (const Want& w : wants) {
+    const auto plan = slice_plan(w.packs, w.max_cluster);
+    EXPECT_EQ(plan.cluster, w.cluster) << w.packs << " packs, max cluster " << w.max_cluster;
+    EXPECT_EQ(plan.slice_packs, w.slice_packs) << w.packs << " packs";
+    if (plan.cluster > 0) {
+      EXPECT_GE(plan.slice_packs * plan.cluster, w.packs);
+      EXPECT_LT((plan.cluster - 1) * plan.slice_packs, w.packs);  // the last CTA has packs too
+    }
+  }
+}
 
 TEST(CrossEntropyCudaEdge, ScaleGradSkipsOneAndScales) {
   SKIP_WITHOUT_CUDA_DEVICE();

@@ -33,4 +33,20 @@ __device__ __forceinline__ void async_wait() {
 #endif
 }
 
+// async_wait with a run-time count: a binary search over the immediates of cp.async.wait_group
+// (five branches). Counts above kHi wait for kHi, which is stricter, never weaker.
+template <int kLo = 0, int kHi = 31>
+__device__ __forceinline__ void async_wait_at_most(int pending) {
+  if constexpr (kLo == kHi) {
+    async_wait<kLo>();
+  } else {
+    constexpr int kMid = (kLo + kHi) / 2;
+    if (pending <= kMid) {
+      async_wait_at_most<kLo, kMid>(pending);
+    } else {
+      async_wait_at_most<kMid + 1, kHi>(pending);
+    }
+  }
+}
+
 }  // namespace tigon::cuda

@@ -38,24 +38,34 @@ __device__ __forceinline__ float row_group_sum(float v, int group, float* scratc
   return total;
 }
 
-// Sum of one value per CTA over the CTAs of a thread-block cluster (sm_90+), added in rank order
-// and returned to every thread. `v` must be the same in every thread of the CTA; `slot` is a
-// shared-memory float, alternated between two on consecutive calls (same reasoning as above).
-__device__ __forceinline__ float cluster_sum(float v, float* slot, int cluster_size) {
+// One value per CTA folded over the CTAs of a thread-block cluster (sm_90+) in rank order,
+// op(...op(op(v_0, v_1), v_2)..., v_last), through distributed shared memory, and returned to
+// every thread: every CTA gets the same bits. `v` must be the same in every thread of the CTA;
+// `slot` is a shared-memory T, alternated between two on consecutive calls (same reasoning as
+// above: one cluster barrier per call then suffices).
+template <typename T, typename Op>
+__device__ __forceinline__ T cluster_fold(const T& v, T* slot, int cluster_size, Op op) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   if (threadIdx.x == 0) *slot = v;
   cluster.sync();
-  float total = *cluster.map_shared_rank(slot, 0);
-  for (int rank = 1; rank < cluster_size; ++rank) total += *cluster.map_shared_rank(slot, rank);
+  T total = *cluster.map_shared_rank(slot, 0);
+  for (int rank = 1; rank < cluster_size; ++rank)
+    total = op(total, *cluster.map_shared_rank(slot, rank));
   return total;
 #else
   (void)slot;
   (void)cluster_size;
+  (void)op;
   __trap();  // the host launches clusters only on code built for sm_90 or newer
   return v;
 #endif
+}
+
+// Sum of one value per CTA over the CTAs of a cluster, added in rank order (cluster_fold).
+__device__ __forceinline__ float cluster_sum(float v, float* slot, int cluster_size) {
+  return cluster_fold(v, slot, cluster_size, [](float a, float b) { return a + b; });
 }
 
 // Waits until every CTA of the cluster gets here: a CTA must not exit while peers may still read

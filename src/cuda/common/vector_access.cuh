@@ -94,12 +94,11 @@ __device__ __forceinline__ Pack<T, P> load_pack(const T* src) {
   return pack;
 }
 
-// dst[0..P) = in[0..P) (dst aligned to kPackAlignment<T, P>).
-template <typename T, int P>
-__device__ __forceinline__ void store_pack(T* dst, const T (&in)[P]) {
-  constexpr std::size_t kBytes = sizeof(T) * P;
-  constexpr int kWords = static_cast<int>((kBytes + 3) / 4);
-  std::uint32_t w[kWords];
+namespace vector_detail {
+
+// The raw words of P elements, laid out as in Pack.
+template <typename T, int P, int kWords>
+__device__ __forceinline__ void words_of(const T (&in)[P], std::uint32_t (&w)[kWords]) {
   if constexpr (sizeof(T) == 4) {
 #pragma unroll
     for (int i = 0; i < P; ++i) w[i] = storage_bits(in[i]);
@@ -110,6 +109,17 @@ __device__ __forceinline__ void store_pack(T* dst, const T (&in)[P]) {
     for (int i = 0; i < kWords; ++i)
       w[i] = storage_bits(in[2 * i]) | (storage_bits(in[2 * i + 1]) << 16);
   }
+}
+
+}  // namespace vector_detail
+
+// dst[0..P) = in[0..P) (dst aligned to kPackAlignment<T, P>).
+template <typename T, int P>
+__device__ __forceinline__ void store_pack(T* dst, const T (&in)[P]) {
+  constexpr std::size_t kBytes = sizeof(T) * P;
+  constexpr int kWords = static_cast<int>((kBytes + 3) / 4);
+  std::uint32_t w[kWords];
+  vector_detail::words_of<T, P>(in, w);
   if constexpr (kBytes == 2) {
     *reinterpret_cast<unsigned short*>(dst) = static_cast<unsigned short>(w[0]);
   } else if constexpr (kBytes == 4) {
@@ -124,6 +134,17 @@ __device__ __forceinline__ void store_pack(T* dst, const T (&in)[P]) {
           make_uint4(w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]);
     }
   }
+}
+
+// store_pack of a 16-byte pack into GLOBAL memory, always as one 16-byte store (st.global.v4): the
+// compiler may otherwise split a uint4 store into four 4-byte stores where it loses track of the
+// alignment (seen in the slice kernel, whose stores sit between cp.async instructions).
+template <typename T, int P>
+__device__ __forceinline__ void store_pack_global_16(T* dst, const T (&in)[P]) {
+  static_assert(sizeof(T) * P == 16, "one 16-byte pack");
+  std::uint32_t w[4];
+  vector_detail::words_of<T, P>(in, w);
+  __stwb(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
 }
 
 }  // namespace tigon::cuda

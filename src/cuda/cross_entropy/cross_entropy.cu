@@ -1,6 +1,7 @@
 // Cross-entropy CUDA backend entry points: prepare (denominators, float32 class weights), the row
-// kernel, and the final sum, all on the caller's stream, inside the caller's workspace. Never
-// allocates and never synchronizes (CUDA-graph capturable).
+// kernels (one-read slices where rows fit, else two passes), and the final sum, all on the
+// caller's stream, inside the caller's workspace. Never allocates and never synchronizes
+// (CUDA-graph capturable).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -8,9 +9,13 @@
 #include <cstdint>
 
 #include "core/dispatch.h"
+#include "cuda/common/clusters.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/launch.cuh"
+#include "cuda/common/occupancy.h"
 #include "cuda/cross_entropy/kernels.cuh"
+#include "cuda/cross_entropy/slice_kernel.cuh"
+#include "cuda/cross_entropy/slice_plan.h"
 #include "cuda/cross_entropy/steps.h"
 #include "ops/cross_entropy_args.h"
 
@@ -51,6 +56,32 @@ void prepare_into(const CrossEntropyArgs& a, float* header, float* weights_f32, 
   }
 }
 
+// Kernel attributes are per function and device: set once per (instantiation, device), tracked
+// in `configured` (one bit per device), before the kernel's first launch or occupancy query.
+template <typename Kernel>
+void configure_once(Kernel kernel, std::atomic<std::uint64_t>& configured, int device,
+                    std::size_t max_dynamic_smem, bool max_shared_carveout) {
+  const std::uint64_t bit = std::uint64_t{1} << (device % 64);
+  if ((configured.load(std::memory_order_relaxed) & bit) != 0) return;
+  TIGON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(max_dynamic_smem)));
+  if (max_shared_carveout) {
+    TIGON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared));
+  }
+  configured.fetch_or(bit, std::memory_order_relaxed);
+}
+
+// The slice kernel's dynamic shared memory limit on `device`: kMaxSliceBytes, or less where the
+// device's opt-in limit per CTA (less its static shared memory) is lower (e.g. sm_86: 99 KB).
+std::size_t max_slice_bytes(int device) {
+  int optin = 0;
+  TIGON_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  constexpr std::size_t kStatic = 1024;  // the kernel's static shared memory, rounded up
+  const std::size_t limit = static_cast<std::size_t>(optin) > kStatic ? optin - kStatic : 0;
+  return std::min(kMaxSliceBytes, limit);
+}
+
 template <typename T, int P, RowMode kMode, bool kPlain>
 void launch_rows_as(const RowParams& p, int device, cudaStream_t s) {
   const auto kernel = ce_row_kernel<T, P, kMode, kPlain>;
@@ -58,29 +89,57 @@ void launch_rows_as(const RowParams& p, int device, cudaStream_t s) {
   const std::size_t smem =
       (kStreamed ? kRingBytes : 0) + static_cast<std::size_t>(p.cache_packs) * P * sizeof(T);
   if (smem > 0) {
-    // The attribute is per function and device: set once per (instantiation, device).
     static std::atomic<std::uint64_t> configured{0};
-    const std::uint64_t bit = std::uint64_t{1} << (device % 64);
-    if ((configured.load(std::memory_order_relaxed) & bit) == 0) {
-      TIGON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(kRingBytes + kCacheBytes)));
-      configured.fetch_or(bit, std::memory_order_relaxed);
-    }
+    configure_once(kernel, configured, device, kRingBytes + kCacheBytes, false);
   }
   const DeviceInfo info = device_info(device);
   const std::int64_t grid = std::min<std::int64_t>(p.rows, 2 * std::int64_t{info.sm_count});
   launch_kernel(kernel, grid, dim3(kRowThreads), smem, 1, s, p);
 }
 
-// Without softcap, label smoothing and class weights the row kernel has no per-element branches.
+// The slice kernel on a persistent grid: as many clusters as are resident at once (the runtime
+// knows how they pack into GPCs), at most one per row. Each row's bits depend only on the plan
+// (V and the dtype), never on the grid. False if not even one cluster fits.
+template <typename T, RowMode kMode, bool kPlain>
+bool launch_slices_as(const RowParams& p, int device, cudaStream_t s) {
+  const auto kernel = ce_slice_kernel<T, kMode, kPlain>;
+  static std::atomic<std::uint64_t> configured{0};
+  configure_once(kernel, configured, device, max_slice_bytes(device), true);
+  const std::size_t smem = static_cast<std::size_t>(p.slice_packs) * kSlicePackBytes;
+  const std::int64_t resident = resident_clusters(reinterpret_cast<const void*>(kernel),
+                                                  dim3(kSliceThreads), smem, p.cluster, device);
+  if (resident < 1) return false;
+  const std::int64_t clusters = std::min({p.rows, resident, kMaxGridBlocks / p.cluster});
+  launch_kernel(kernel, clusters * p.cluster, dim3(kSliceThreads), smem, p.cluster, s, p);
+  return true;
+}
+
+// Without softcap, label smoothing and class weights the row kernels have no per-element branches.
+bool plain_rows(const RowParams& p) {
+  return !(p.softcap > 0.0f) && p.label_smoothing == 0.0f && p.weights == nullptr;
+}
+
 template <typename T, int P, RowMode kMode>
 void launch_rows(const RowParams& p, int device, cudaStream_t s) {
-  const bool plain = !(p.softcap > 0.0f) && p.label_smoothing == 0.0f && p.weights == nullptr;
-  if (plain) {
+  if (plain_rows(p)) {
     launch_rows_as<T, P, kMode, true>(p, device, s);
   } else {
     launch_rows_as<T, P, kMode, false>(p, device, s);
   }
+}
+
+template <typename T, RowMode kMode>
+bool launch_slices(const RowParams& p, int device, cudaStream_t s) {
+  if (plain_rows(p)) return launch_slices_as<T, kMode, true>(p, device, s);
+  return launch_slices_as<T, kMode, false>(p, device, s);
+}
+
+// 16-byte packs need V, both row strides and both base pointers to be multiples of 16 bytes.
+bool vector_rows(const CrossEntropyArgs& a, std::int64_t vec) {
+  return a.vocab % vec == 0 && aligned(a.logits, 16) &&
+         (a.rows == 1 || a.logits_row_stride % vec == 0) &&
+         (a.grad == nullptr ||
+          (aligned(a.grad, 16) && (a.rows == 1 || a.grad_row_stride % vec == 0)));
 }
 
 template <RowMode kMode>
@@ -88,10 +147,15 @@ void run_rows(const CrossEntropyArgs& a, RowParams p, int device, cudaStream_t s
   detail::dispatch_dtype(a.logits_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = static_cast<int>(16 / sizeof(T));
-    const bool vec = a.vocab % kVec == 0 && aligned(a.logits, 16) &&
-                     (a.rows == 1 || a.logits_row_stride % kVec == 0) &&
-                     (a.grad == nullptr ||
-                      (aligned(a.grad, 16) && (a.rows == 1 || a.grad_row_stride % kVec == 0)));
+    if constexpr (kMode != RowMode::kGrad) {
+      const cross_entropy::SlicePlan plan = cross_entropy::forward_slice_plan(a, device);
+      if (plan.cluster > 0) {
+        p.cluster = plan.cluster;
+        p.slice_packs = plan.slice_packs;
+        if (launch_slices<T, kMode>(p, device, s)) return;
+      }
+    }
+    const bool vec = vector_rows(a, kVec);
     const int pack = vec ? kVec : 1;
     p.cache_packs = kMode == RowMode::kLossGrad
                         ? std::min<std::int64_t>(a.vocab / pack, kCacheBytes / (pack * sizeof(T)))
@@ -131,6 +195,15 @@ RowParams row_params(const CrossEntropyArgs& a, const float* header, const float
 }  // namespace
 
 namespace cross_entropy {
+
+SlicePlan forward_slice_plan(const CrossEntropyArgs& a, int device) {
+  const auto vec = static_cast<std::int64_t>(kSlicePackBytes / element_size(a.logits_dtype));
+  const SliceTuning& t = slice_tuning();
+  if (!t.slices || a.rows == 0 || !vector_rows(a, vec)) return {};
+  const int max_cluster = clusters_available(device) ? t.max_cluster : 1;
+  const SlicePlan plan = slice_plan(a.vocab / vec, max_cluster, t.slice_bytes);
+  return plan.smem_bytes() <= max_slice_bytes(device) ? plan : SlicePlan{};
+}
 
 void prepare(const CrossEntropyArgs& all_rows, float* header, float* weights_f32,
              cudaStream_t stream) {

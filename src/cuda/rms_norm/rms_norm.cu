@@ -3,11 +3,11 @@
 // synchronizes, so the calls can be captured in a CUDA graph.
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "core/dispatch.h"
+#include "cuda/common/clusters.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/launch.cuh"
 #include "cuda/rms_norm/dw_finish.cuh"
@@ -19,27 +19,6 @@ namespace tigon::cuda {
 namespace {
 
 using namespace tigon::cuda::rms_norm;
-
-// Compiled with the same architectures as the kernels: its code version tells whether they can
-// run as thread-block clusters on the current device.
-__global__ void cluster_probe_kernel() {}
-
-constexpr int kMaxDevices = 64;
-
-// Clusters need an sm_90+ device running code built for sm_90+; asked once per device.
-bool clusters_available(int device) {
-  const DeviceInfo info = device_info(device);
-  if (info.cc_major < 9) return false;
-  const void* probe = reinterpret_cast<const void*>(&cluster_probe_kernel);
-  if (device < 0 || device >= kMaxDevices) return kernel_runs_sm90_code(probe);
-  static std::atomic<int> cached[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
-  int state = cached[device].load(std::memory_order_relaxed);
-  if (state == 0) {
-    state = kernel_runs_sm90_code(probe) ? 2 : 1;
-    cached[device].store(state, std::memory_order_relaxed);
-  }
-  return state == 2;
-}
 
 void finish_dw(const detail::RmsNormBwdArgs& a, cudaStream_t stream) {
   const DwGroups groups = dw_groups(a.rows, a.hidden, tuning());

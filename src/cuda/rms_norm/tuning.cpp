@@ -1,13 +1,12 @@
 // TIGON_RMS_NORM_TUNING: a developer's override of the launch choices in layout.cuh for one
 // process (tools/tune_rms_norm.py sweeps them). Read once; a malformed value is an error, never
 // silently ignored.
-#include <charconv>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "core/check.h"
+#include "core/env_options.h"
 #include "cuda/rms_norm/layout.cuh"
 
 namespace tigon::cuda::rms_norm {
@@ -15,18 +14,7 @@ namespace {
 
 constexpr std::string_view kVariable = "TIGON_RMS_NORM_TUNING";
 
-std::int64_t parse_int(std::string_view key, std::string_view value) {
-  std::int64_t v = 0;
-  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), v);
-  if (error != std::errc{} || end != value.data() + value.size() || v < 0) {
-    std::string got(value);
-    detail::throw_argument_error(kVariable, key, "a non-negative integer", got);
-  }
-  return v;
-}
-
-void set(Tuning& t, std::string_view key, std::string_view value) {
-  const std::int64_t v = parse_int(key, value);
+void set(Tuning& t, std::string_view key, std::int64_t v) {
   if (key == "fwd_block_threads") {
     t.fwd_block_threads = static_cast<int>(v);
   } else if (key == "bwd_block_threads") {
@@ -52,26 +40,14 @@ void set(Tuning& t, std::string_view key, std::string_view value) {
   if (t.fwd_block_threads < 1 || t.bwd_block_threads < 1 || t.cluster_slice_threads < 32 ||
       t.max_dw_groups < 1 || t.min_rows_per_dw_group < 1) {
     detail::throw_argument_error(kVariable, key, "a value that keeps every count positive",
-                                 std::string(value));
+                                 std::to_string(v));
   }
 }
 
 Tuning from_environment() {
   Tuning t;
-  const char* env = std::getenv(kVariable.data());
-  if (env == nullptr) return t;
-  std::string_view rest(env);
-  while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    if (item.empty()) continue;
-    const std::size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      detail::throw_argument_error(kVariable, item, "key=value", "no '='");
-    }
-    set(t, item.substr(0, eq), item.substr(eq + 1));
-  }
+  detail::for_each_env_option(kVariable,
+                              [&](std::string_view key, std::int64_t v) { set(t, key, v); });
   return t;
 }
 

@@ -1,0 +1,127 @@
+// The one-read cross-entropy row kernel: each row is split into p.cluster contiguous slices, one
+// per CTA of a thread-block cluster (sm_90; a lone CTA when p.cluster == 1), and every slice
+// lives whole in its CTA's shared memory, so the logits are read from memory exactly once:
+//  load   the slice with 16-byte cp.async copies, one pack per thread and step, all in flight;
+//  pass 1 per-thread online max / sum of exp, smoothing sum and target logit over the thread's
+//         packs, merged over the CTA in a fixed order, then over the cluster's CTAs in rank order
+//         through distributed shared memory: every CTA of the cluster gets the same bits;
+//  pass 2 (kLossGrad) the gradient from the shared copy, written to global memory (possibly over
+//         the logits: no thread reads them back from global memory).
+// Clusters are persistent and stride over rows. Every thread reads only the shared-memory packs
+// it copied itself, so a pack's slot is refilled with the cluster's next row as soon as it has
+// been consumed (pass 2, or pass 1 without a gradient): the next row streams in while this one is
+// computed, and no CTA-wide barrier guards the slices.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/common/async_copy.cuh"
+#include "cuda/common/reduce.cuh"
+#include "cuda/common/vector_access.cuh"
+#include "cuda/cross_entropy/row_math.cuh"
+#include "cuda/cross_entropy/row_params.h"
+#include "math/cross_entropy.h"
+
+namespace tigon::cuda::cross_entropy {
+
+inline constexpr int kSliceThreads = 256;
+// Slices are sized so that this many CTAs fit on an SM (3 x 64 KB of the 228 KB of an H100/H200),
+// which bounds registers to 85 a thread.
+inline constexpr int kSliceBlocksPerSm = 3;
+
+template <typename T, RowMode kMode, bool kPlain>
+__global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_kernel(RowParams p) {
+  static_assert(kMode != RowMode::kGrad, "the recompute backward reads each row once already");
+  constexpr int P = static_cast<int>(16 / sizeof(T));
+  constexpr bool kWritesGrad = kMode == RowMode::kLossGrad;
+  constexpr int B = kSliceThreads;
+  extern __shared__ __align__(16) unsigned char slice_bytes[];
+  __shared__ __align__(16) float scratch[kMergeScratchPerWarp * kSliceThreads / kWarpSize];
+  // This CTA's merged state, read by the cluster's CTAs (two slots: see cluster_fold).
+  __shared__ float4 published[2];
+  T* const slice = reinterpret_cast<T*>(slice_bytes);
+
+  const int cluster = p.cluster;
+  const std::int64_t packs = p.vocab / P;
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x % cluster) * p.slice_packs;
+  const std::int64_t count = first < packs ? min(p.slice_packs, packs - first) : 0;
+  const int tid = static_cast<int>(threadIdx.x);
+  // Step j of this thread: slice pack tid + j * B, i.e. row pack first + tid + j * B.
+  const int steps = tid < count ? static_cast<int>((count - 1 - tid) / B) + 1 : 0;
+  T* const mine = slice + static_cast<std::ptrdiff_t>(tid) * P;
+  const std::int64_t row_step = gridDim.x / cluster;
+  const RowOptions o = row_options<kPlain>(p);
+  const float scale_a = p.scales[2], scale_b = p.scales[3], weight_total = p.scales[4];
+
+  // One commit group per step and row, so a step's copy is complete once at most the groups
+  // committed after it are pending.
+  const auto load = [&](std::int64_t row, int j) {
+    const T* x = static_cast<const T*>(p.logits) + row * p.logits_row_stride;
+    async_copy_16(mine + j * B * P, x + (first + tid + static_cast<std::int64_t>(j) * B) * P);
+    async_commit();
+  };
+  std::int64_t row = blockIdx.x / cluster;
+  if (row < p.rows) {
+    for (int j = 0; j < steps; ++j) load(row, j);
+  }
+
+  int parity = 0;
+  std::int64_t y_next = row < p.rows ? p.target[row] : 0;
+  for (; row < p.rows; row += row_step) {
+    const std::int64_t next = row + row_step;
+    const bool prefetch = next < p.rows;
+    const std::int64_t y = y_next;
+    if (prefetch) y_next = p.target[next];  // needed at the next row's first pack
+    const bool ignored = y == p.ignore_index;
+    const bool in_range = y >= 0 && y < p.vocab;
+    const float w_y = target_weight(o, y, in_range);
+
+    PartState st;
+    for (int j = 0; j < steps; ++j) {
+      // Committed after step j: this row's later steps, and (refilled in this loop when there is
+      // no pass 2) the next row's first j.
+      const bool refills = !kWritesGrad && prefetch;
+      async_wait_at_most(refills ? steps - 1 : steps - 1 - j);
+      const Pack<T, P> pk = load_pack<T, P>(mine + j * B * P);
+      accumulate_pack<T, P>(st, pk, first + tid + static_cast<std::int64_t>(j) * B, y, o);
+      if (refills) load(next, j);
+    }
+    st = block_merge(st, scratch);
+    if (cluster > 1) {
+      st = PartState::unpacked(
+          cluster_fold(st.packed(), &published[parity], cluster, [](float4 a, float4 b) {
+            PartState s = PartState::unpacked(a);
+            s.merge(PartState::unpacked(b));
+            return s.packed();
+          }));
+      parity ^= 1;
+    }
+    const RowLoss l = row_loss(st, ignored, w_y, weight_total, p);
+    if (first == 0 && tid == 0) store_row(p, row, l);
+
+    if constexpr (kWritesGrad) {
+      T* g = static_cast<T*>(p.grad) + row * p.grad_row_stride;
+      math::CeRow r = math::ce_row(l.lse, o.softcap, p.label_smoothing, p.lse_square_scale, w_y,
+                                   weight_total, p.vocab, scale_a, scale_b);
+      r.one_minus_p_y = l.one_minus_p_y;
+      for (int j = 0; j < steps; ++j) {
+        const std::int64_t k = first + tid + static_cast<std::int64_t>(j) * B;
+        T out[P];
+        if (ignored) {
+#pragma unroll
+          for (int i = 0; i < P; ++i) out[i] = math::from_float<T>(0.0f);
+        } else {
+          grad_pack<T, P>(load_pack<T, P>(mine + j * B * P), k, y, w_y, o, r, out);
+        }
+        store_pack_global_16<T, P>(g + k * P, out);
+        if (prefetch) load(next, j);  // the slot's pack is consumed: refill it
+      }
+    }
+  }
+  if (cluster > 1) cluster_barrier();  // peers may still read `published`
+}
+
+}  // namespace tigon::cuda::cross_entropy

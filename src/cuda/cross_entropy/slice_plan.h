@@ -1,0 +1,58 @@
+// Which rows the one-read slice kernel (slice_kernel.cuh) takes, and how it splits them: the
+// smallest cluster whose slices fit the shared memory of three CTAs per SM, else the largest
+// cluster if its slices fit two per SM. Other rows run the two-pass row kernel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/cross_entropy_args.h"
+
+namespace tigon::cuda::cross_entropy {
+
+inline constexpr std::size_t kSliceBytes = 64 * 1024;      // three CTAs per SM (228 KB)
+inline constexpr std::size_t kMaxSliceBytes = 100 * 1024;  // two CTAs per SM
+inline constexpr int kMaxCluster = 8;                      // the portable cluster size limit
+inline constexpr std::size_t kSlicePackBytes = 16;         // the slice kernel's pack
+
+struct SlicePlan {
+  int cluster = 0;  // CTAs per row (a thread-block cluster when > 1); 0: rows the kernel skips
+  std::int64_t slice_packs = 0;  // 16-byte packs of a row per CTA (the last CTA may have fewer)
+  std::size_t smem_bytes() const { return static_cast<std::size_t>(slice_packs) * kSlicePackBytes; }
+};
+
+// Rows of `packs` 16-byte packs, clusters of up to `max_cluster` CTAs (1 without clusters),
+// preferred slices up to `slice_bytes`. bf16 rows: V <= 32768 one CTA, <= 65536 two, <= 131072
+// four (V = 128256: 62.6 KB slices), <= 262144 eight (256000: 62.5 KB); fp32 rows: half those;
+// then eight CTAs up to 100 KB slices.
+inline SlicePlan slice_plan(std::int64_t packs, int max_cluster,
+                            std::size_t slice_bytes = kSliceBytes) {
+  const auto slice = [&](int c) { return (packs + c - 1) / c; };
+  for (int c = 1; c <= max_cluster; c *= 2) {
+    if (static_cast<std::size_t>(slice(c)) * kSlicePackBytes <= slice_bytes) return {c, slice(c)};
+  }
+  int largest = 1;
+  while (largest * 2 <= max_cluster) largest *= 2;
+  if (static_cast<std::size_t>(slice(largest)) * kSlicePackBytes <= kMaxSliceBytes)
+    return {largest, slice(largest)};
+  return {};
+}
+
+// TIGON_CROSS_ENTROPY_TUNING, a developer's override for one process (A/B runs without a
+// rebuild): slices=0 runs every row on the two-pass row kernel; max_cluster=1|2|4|8;
+// slice_kb=K prefers slices up to K KB (default 64, at most 100). Read once; malformed values
+// are errors.
+struct SliceTuning {
+  bool slices = true;
+  int max_cluster = kMaxCluster;
+  std::size_t slice_bytes = kSliceBytes;
+};
+const SliceTuning& slice_tuning();
+
+// The plan for the forward rows of `a` on `device`: cluster 0 unless the rows are 16-byte
+// vectorizable (V, strides and pointers) and fit; clusters only where the device runs this
+// library's sm_90 code. forward_rows launches the slice kernel exactly when cluster > 0 (and falls
+// back to the row kernel only if not even one cluster of it fits on the device).
+SlicePlan forward_slice_plan(const detail::CrossEntropyArgs& a, int device);
+
+}  // namespace tigon::cuda::cross_entropy

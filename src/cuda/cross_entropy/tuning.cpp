@@ -1,0 +1,48 @@
+// TIGON_CROSS_ENTROPY_TUNING (slice_plan.h): the developer's override of the slice plan.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/check.h"
+#include "core/env_options.h"
+#include "cuda/cross_entropy/slice_plan.h"
+
+namespace tigon::cuda::cross_entropy {
+namespace {
+
+constexpr std::string_view kVariable = "TIGON_CROSS_ENTROPY_TUNING";
+
+void set(SliceTuning& t, std::string_view key, std::int64_t v) {
+  const auto reject = [&](std::string_view expected) {
+    detail::throw_argument_error(kVariable, key, expected, std::to_string(v));
+  };
+  if (key == "slices") {
+    t.slices = v != 0;
+  } else if (key == "max_cluster") {
+    if (v != 1 && v != 2 && v != 4 && v != 8) reject("1, 2, 4 or 8");
+    t.max_cluster = static_cast<int>(v);
+  } else if (key == "slice_kb") {
+    if (v < 1 || static_cast<std::size_t>(v) * 1024 > kMaxSliceBytes) reject("1 to 100");
+    t.slice_bytes = static_cast<std::size_t>(v) * 1024;
+  } else {
+    detail::throw_argument_error(kVariable, key, "slices, max_cluster or slice_kb",
+                                 "an unknown key");
+  }
+}
+
+SliceTuning from_environment() {
+  SliceTuning t;
+  detail::for_each_env_option(kVariable,
+                              [&](std::string_view key, std::int64_t v) { set(t, key, v); });
+  return t;
+}
+
+}  // namespace
+
+const SliceTuning& slice_tuning() {
+  static const SliceTuning t = from_environment();
+  return t;
+}
+
+}  // namespace tigon::cuda::cross_entropy
