@@ -46,7 +46,7 @@ __device__ __forceinline__ void forward_pack(const Pack<T, P>& pa, const Pack<T,
     const float a0 = pa.value(2 * j), a1 = pa.value(2 * j + 1);
     const fast::RoundedPair h = fast::gate_pair<kAct, T>(a0, a1);
     undecided[j] = h.undecided;
-    all_fast = all_fast && h.undecided == 0 && fast::in_range<kAct>(a0) && fast::in_range<kAct>(a1);
+    all_fast = all_fast && h.undecided == 0;
     // Glu::forward: gate(a) * b, rounded to T.
     const float y0 = fast::low_value<T>(h.word) * pb.value(2 * j);
     const float y1 = fast::high_value<T>(h.word) * pb.value(2 * j + 1);
@@ -57,7 +57,7 @@ __device__ __forceinline__ void forward_pack(const Pack<T, P>& pa, const Pack<T,
 #pragma unroll
     for (int j = 0; j < P / 2; ++j) {
       const float a0 = pa.value(2 * j), a1 = pa.value(2 * j + 1);
-      if (nan || undecided[j] != 0 || !fast::in_range<kAct>(a0) || !fast::in_range<kAct>(a1)) {
+      if (nan || undecided[j] != 0) {
         y[j] =
             exact_word<T>(Math::gate(a0) * pb.value(2 * j), Math::gate(a1) * pb.value(2 * j + 1));
       }
