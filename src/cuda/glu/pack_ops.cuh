@@ -1,7 +1,8 @@
-// Per-pack arithmetic of the SwiGLU / GeGLU kernels: P elements of a (and b, dy) in registers to
-// the output pack's raw words. 16-bit types take the fast gate of math/glu_fast.h (bitwise equal to
-// math::Glu, falling back to it per element where the fast value does not decide the rounding);
-// float32 uses math::Glu throughout (no rounding to hide an approximation's error in).
+// Per-pack arithmetic of the SwiGLU / GeGLU kernels for 16-bit types: P elements of a (and b, dy)
+// in registers to the output pack's raw words, with the fast gate of math/glu_fast.h (bitwise
+// equal to math::Glu, which takes over per pair (forward) or per pack (backward) where the fast
+// value does not decide the rounding). float32 uses math::Glu directly (kernels.cuh): no rounding
+// there to hide an approximation's error in. And the 16-byte stores.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +37,9 @@ __device__ __forceinline__ void forward_pack(const Pack<T, P>& pa, const Pack<T,
   using Math = math::Glu<kAct, T>;
   static_assert(kFastGate<T> && P % 2 == 0, "16-bit packs of an even size");
   namespace fast = math::fast;
-  // Per pair: undecided[j] != 0 or an a out of range sends the pair to the exact path; a NaN
-  // product (NaN or infinite b) the pack, for NaN's canonical bits. Both are predicates the
-  // compares accumulate for free; the rare path then re-checks pair by pair.
+  // Per pair: undecided[j] != 0 sends the pair to the exact path; a NaN product (a NaN or +-inf,
+  // b NaN or infinite) the pack, for NaN's canonical bits. Both are predicates that the compares
+  // accumulate for free; the rare path then re-checks pair by pair.
   std::uint32_t undecided[P / 2];
   bool all_fast = true, nan = false;
 #pragma unroll
@@ -157,6 +158,23 @@ __device__ __forceinline__ void store_words(T* dst, const Words<T, P>& w) {
           "r"(w[4 * c]), "r"(w[4 * c + 1]), "r"(w[4 * c + 2]), "r"(w[4 * c + 3]));
     }
   }
+}
+
+// store_words for a pack of elements of T (the exact path's results).
+template <typename T, int P>
+__device__ __forceinline__ void store_values(T* dst, const T (&v)[P]) {
+  Words<T, P> w;
+#pragma unroll
+  for (int i = 0; i < Pack<T, P>::kWords; ++i) {
+    if constexpr (sizeof(T) == 4) {
+      w[i] = storage_bits(v[i]);
+    } else if constexpr (P == 1) {
+      w[i] = storage_bits(v[0]);
+    } else {
+      w[i] = storage_bits(v[2 * i]) | (storage_bits(v[2 * i + 1]) << 16);
+    }
+  }
+  store_words<T, P>(dst, w);
 }
 
 }  // namespace tigon::cuda::glu
