@@ -1,12 +1,14 @@
 // SwiGLU / GeGLU kernels: elementwise over rows of `width` elements, each tensor with its own row
-// stride. The per-element arithmetic is math::Glu (shared with the CPU backend); these kernels
-// only move data. A block handles tiles of kPacks * blockDim.x packs of P elements of one row;
-// a pack that would cross the row's end is done element by element.
+// stride. The per-element arithmetic is math::Glu (shared with the CPU backend), evaluated per
+// pack by pack_ops.cuh (a faster, bitwise-equal gate for 16-bit types); these kernels move data. A
+// block handles tiles of kPacks * blockDim.x packs of P elements of one row; a pack that would
+// cross the row's end is done element by element.
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/common/vector_access.cuh"
+#include "cuda/glu/pack_ops.cuh"
 #include "math/glu.h"
 #include "ops/glu_args.h"
 
@@ -57,10 +59,16 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < kPacks; ++k) {
       const std::int64_t col = pos.col0 + k * step;
       if (col + P <= p.width) {
-        T out[P];
+        if constexpr (kFastGate<T> && P % 2 == 0) {
+          Words<T, P> out;
+          forward_pack<kAct, T, P>(pa[k], pb[k], out);
+          store_words<T, P>(y + col, out);
+        } else {
+          T out[P];
 #pragma unroll
-        for (int i = 0; i < P; ++i) out[i] = Math::forward(pa[k].value(i), pb[k].value(i));
-        store_pack<T, P>(y + col, out);
+          for (int i = 0; i < P; ++i) out[i] = Math::forward(pa[k].value(i), pb[k].value(i));
+          store_values<T, P>(y + col, out);
+        }
       } else {
         for (std::int64_t j = col; j < p.width; ++j) {
           y[j] = Math::forward(math::to_float(a[j]), math::to_float(b[j]));
@@ -99,15 +107,24 @@ __global__ void __launch_bounds__(kThreads, 4)
     for (int k = 0; k < kPacks; ++k) {
       const std::int64_t col = pos.col0 + k * step;
       if (col + P <= p.width) {
-        T out_a[P], out_b[P];
+        if constexpr (kFastGate<T> && P % 2 == 0) {
+          Words<T, P> out_a, out_b;
+          backward_pack<kAct, T, P>(pdy[k], pa[k], pb[k], out_a, out_b);
+          store_words<T, P>(da + col, out_a);
+          store_words<T, P>(db + col, out_b);
+        } else {
+          T out_a[P], out_b[P];
 #pragma unroll
-        for (int i = 0; i < P; ++i) {
-          const auto g = Math::backward(pdy[k].value(i), pa[k].value(i), pb[k].value(i));
-          out_a[i] = g.da;
-          out_b[i] = g.db;
+          for (int i = 0; i < P; ++i) {
+            const auto g = Math::backward(pdy[k].value(i), pa[k].value(i), pb[k].value(i));
+            out_a[i] = g.da;
+            out_b[i] = g.db;
+          }
+          // store_pack (4-byte stores for float): the st.global.v4 of store_values makes the
+          // float32 SwiGLU backward spill at 64 registers.
+          store_pack<T, P>(da + col, out_a);
+          store_pack<T, P>(db + col, out_b);
         }
-        store_pack<T, P>(da + col, out_a);
-        store_pack<T, P>(db + col, out_b);
       } else {
         for (std::int64_t j = col; j < p.width; ++j) {
           const auto g =
