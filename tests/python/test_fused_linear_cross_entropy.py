@@ -134,3 +134,44 @@ def test_compile_fullgraph(device):
     out.backward()
     torch.testing.assert_close(h2.grad, h1.grad)
     torch.testing.assert_close(w2.grad, w1.grad)
+
+
+def _record_outputs(monkeypatch, op_name):
+    """Replaces torch.ops.tigon.<op_name> by a wrapper that records its outputs' data pointers
+    (not the tensors: a reference held here would itself force autograd to copy)."""
+    real = getattr(OPS, op_name)
+    pointers = []
+
+    def wrapper(*args):
+        out = real(*args)
+        pointers[:] = [t.data_ptr() for t in out]
+        return out
+
+    monkeypatch.setattr(OPS, op_name, wrapper)
+    return pointers
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("retain_graph", [False, True], ids=["plain", "retain_graph"])
+@pytest.mark.parametrize("op", ["flce_fp32", "flce_weight_dtype", "ce"])
+def test_grad_is_the_forward_gradient_not_a_copy(monkeypatch, op, retain_graph, device):
+    """The leaf's .grad is the buffer the forward wrote (autograd clones a gradient that anything
+    else still references: a second gradient-sized buffer at the peak); a second backward through
+    the same graph is refused (the gradients were handed over and scaled in place)."""
+    x, w, _, t = _problem(24, 16, 41, torch.bfloat16, device)
+    if op == "ce":
+        pointers = _record_outputs(monkeypatch, "cross_entropy_fwd")
+        leaves = [(x @ w.T).requires_grad_()]
+        loss = tigon.ops.cross_entropy(leaves[0], t)
+        produced = [pointers[3]]
+    else:
+        pointers = _record_outputs(monkeypatch, "fused_linear_cross_entropy_fwd")
+        leaves = [x.requires_grad_(), w.requires_grad_()]
+        accum = None if op == "flce_fp32" else torch.bfloat16
+        loss = tigon.ops.fused_linear_cross_entropy(*leaves, t, chunk_size=5, accum_dtype=accum)
+        produced = pointers[2:4]
+    (3.0 * loss).backward(retain_graph=retain_graph)
+    assert [p.grad.data_ptr() for p in leaves] == produced
+    if retain_graph:
+        with pytest.raises(RuntimeError, match="already used by a backward"):
+            loss.backward()
