@@ -73,23 +73,22 @@ Outputs flce(const at::Tensor& hidden_arg, const at::Tensor& weight_arg, const a
                           : at::empty({}, opts.dtype(at::kFloat));
     at::Tensor z_loss = at::empty(loss.sizes(), loss.options());
     at::Tensor dx = at::empty(grad_hidden ? hidden.sizes() : at::IntArrayRef{0}, opts);
-    // dW accumulates in float32 (accum_fp32) and is rounded to the weight's dtype at the end.
-    const bool wide = accum_fp32 && weight.scalar_type() != at::kFloat;
-    at::Tensor dw_acc = at::empty(grad_weight ? weight.sizes() : at::IntArrayRef{0},
-                                  weight.options().dtype(wide ? at::kFloat : weight.scalar_type()));
+    // accum_fp32: dW accumulates in float32 (half of it in the workspace, half in dw's own
+    // storage) and is rounded to the weight's dtype once, in place.
+    p.fp32_weight_grad_accumulation = accum_fp32;
+    at::Tensor dw = at::empty(grad_weight ? weight.sizes() : at::IntArrayRef{0}, weight.options());
     at::Tensor db = at::empty(grad_bias && b ? b->sizes() : at::IntArrayRef{0},
                               b ? b->options().dtype(at::kFloat) : opts);
     FusedLinearCrossEntropyGrads g;
     if (grad_hidden) g.hidden = to_view(dx, kOp, "grad_hidden");
-    if (grad_weight) g.weight = to_view(dw_acc, kOp, "grad_weight");
+    if (grad_weight) g.weight = to_view(dw, kOp, "grad_weight");
     if (grad_bias && b) g.bias = to_view(db, kOp, "grad_bias");
     const auto ws_bytes = fused_linear_cross_entropy_workspace_size(p, in, g);
     at::Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, opts.dtype(at::kByte));
     fused_linear_cross_entropy(p, in, to_view(loss.view({-1}), kOp, "loss"),
                                to_view(z_loss.view({-1}), kOp, "z_loss"), g,
                                Workspace{ws_bytes ? ws.data_ptr() : nullptr, ws_bytes}, stream);
-    ws.reset();  // back to the allocator before the dW rounding allocates
-    at::Tensor dw = wide ? dw_acc.to(weight.scalar_type()) : dw_acc;
+    ws.reset();  // back to the allocator before the bias rounding allocates
     if (b && grad_bias) db = db.to(b->scalar_type());
     return std::make_tuple(loss, z_loss, dx, dw, db);
   });

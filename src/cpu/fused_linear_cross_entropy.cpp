@@ -1,6 +1,8 @@
 // Fused linear cross-entropy CPU backend: plain parallel matrix products around the CPU
 // cross-entropy rows, chunk by chunk, with the same accumulation semantics as the CUDA backend
-// (dweight accumulated in its own dtype, one rounding per chunk). Correctness first, not speed.
+// (dweight accumulated in float32 or in its own dtype, one rounding per chunk; the float32
+// accumulation of a 16-bit dweight in place, fused_linear_cross_entropy_dweight.h).
+// Correctness first, not speed.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -18,10 +20,11 @@ using math::from_float;
 using math::to_float;
 
 struct Workspace {
-  void* logits;   // [chunk, V] in the activations' dtype
-  float* row_ce;  // [N]
-  float* row_z;   // [N]
-  float* dbias;   // [V] float32 accumulator
+  void* logits;    // [chunk, V] in the activations' dtype
+  float* row_ce;   // [N]
+  float* row_z;    // [N]
+  float* dbias;    // [V] float32 accumulator
+  float* dweight;  // rows [0, R) of a 16-bit dweight accumulated in float32 (dweight_fp32)
 };
 
 std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
@@ -36,6 +39,8 @@ Workspace carve(const FlceArgs& a) {
   w.row_z = reinterpret_cast<float*>(p);
   p += align(sizeof(float) * a.ce.rows);
   w.dbias = reinterpret_cast<float*>(p);
+  p += align(sizeof(float) * a.ce.vocab);
+  w.dweight = reinterpret_cast<float*>(p);
   return w;
 }
 
@@ -53,6 +58,7 @@ void run(const FlceArgs& a) {
   const Workspace ws = carve(a);
   auto* logits = static_cast<T*>(ws.logits);
   const detail::CeScales scales = cross_entropy_scales(a.ce);
+  const detail::DweightSplit split = detail::dweight_split(v, h);
   if (a.grad_bias) std::fill(ws.dbias, ws.dbias + v, 0.0f);
 
   for (std::int64_t r0 = 0; r0 < n; r0 += a.chunk_rows) {
@@ -93,10 +99,11 @@ void run(const FlceArgs& a) {
         for (std::int64_t k = 0; k < h; ++k) dx[(r0 + i) * h + k] = from_float<T>(acc[k]);
       });
     }
-    if (a.grad_weight) {  // dw += dL^T @ x_c, one rounding to dw's dtype per chunk
-      detail::dispatch_dtype(a.grad_weight_dtype, [&](auto tag) {
+    if (a.grad_weight) {  // dw += dL^T @ x_c, one rounding to the accumulator's dtype per chunk
+      // dweight_fp32: row j's float32 accumulator is in the workspace (j < R) or in the
+      // gradient's storage (row j - R of it read as floats).
+      detail::dispatch_dtype(a.dweight_fp32 ? DType::kFloat32 : a.grad_weight_dtype, [&](auto tag) {
         using G = typename decltype(tag)::type;
-        auto* dw = static_cast<G*>(a.grad_weight);
         parallel_for(v, rows * h, [&](std::int64_t j) {
           std::vector<float> acc(h, 0.0f);
           for (std::int64_t i = 0; i < rows; ++i) {
@@ -104,9 +111,13 @@ void run(const FlceArgs& a) {
             const T* xr = x + (r0 + i) * a.hidden_row_stride;
             for (std::int64_t k = 0; k < h; ++k) acc[k] += g * to_float(xr[k]);
           }
+          auto* f32 = static_cast<float*>(a.grad_weight);
+          G* dw = !a.dweight_fp32      ? static_cast<G*>(a.grad_weight) + j * h
+                  : j < split.low_rows ? reinterpret_cast<G*>(ws.dweight + j * h)
+                                       : reinterpret_cast<G*>(f32 + (j - split.low_rows) * h);
           for (std::int64_t k = 0; k < h; ++k) {
-            const float prev = r0 == 0 ? 0.0f : to_float(dw[j * h + k]);
-            dw[j * h + k] = from_float<G>(prev + acc[k]);
+            const float prev = r0 == 0 ? 0.0f : to_float(dw[k]);
+            dw[k] = from_float<G>(prev + acc[k]);
           }
         });
       });
@@ -118,6 +129,9 @@ void run(const FlceArgs& a) {
   }
   if (a.needs_grad() && n == 0) {
     if (a.grad_weight) std::memset(a.grad_weight, 0, element_size(a.grad_weight_dtype) * v * h);
+  } else if (a.dweight_fp32) {
+    finish_dweight(split, ws.dweight, a.grad_weight, a.grad_weight_dtype,
+                   detail::kNarrowingTopBlock);
   }
   if (a.grad_bias) {
     detail::dispatch_dtype(a.grad_bias_dtype, [&](auto tag) {
@@ -132,8 +146,40 @@ void run(const FlceArgs& a) {
 }  // namespace
 
 std::size_t fused_linear_cross_entropy_workspace_size(const FlceArgs& a) {
+  const std::size_t dweight =
+      a.dweight_fp32 ? detail::dweight_split(a.ce.vocab, a.hidden_size).low_floats() : 0;
   return align(static_cast<std::size_t>(a.chunk_rows * a.ce.vocab) * element_size(a.dtype)) +
-         2 * align(sizeof(float) * a.ce.rows) + sizeof(float) * a.ce.vocab;
+         2 * align(sizeof(float) * a.ce.rows) + align(sizeof(float) * a.ce.vocab) +
+         sizeof(float) * dweight;
+}
+
+// Storage is read as floats and written as T through memcpy (no type-punned pointers); the
+// order of the steps is the proof in fused_linear_cross_entropy_dweight.h.
+void finish_dweight(const detail::DweightSplit& split, const float* low, void* storage, DType dtype,
+                    std::int64_t top_block) {
+  detail::dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto* bytes = static_cast<unsigned char*>(storage);
+    const std::int64_t d = split.dst_offset;
+    auto narrow = [&](std::int64_t j) {  // storage float j -> T element d + j
+      float f;
+      std::memcpy(&f, bytes + sizeof(float) * j, sizeof f);
+      const T t = from_float<T>(f);
+      std::memcpy(bytes + sizeof(T) * (d + j), &t, sizeof t);
+    };
+    detail::for_each_narrowing_step(
+        split, top_block,
+        [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t j = hi - 1; j >= lo; --j) narrow(j);
+        },
+        [&](std::int64_t lo, std::int64_t hi) {
+          parallel_for(hi - lo, 1, [&](std::int64_t i) { narrow(lo + i); });
+        });
+    parallel_for(d, 1, [&](std::int64_t i) {
+      const T t = from_float<T>(low[i]);
+      std::memcpy(bytes + sizeof(T) * i, &t, sizeof t);
+    });
+  });
 }
 
 void fused_linear_cross_entropy(const FlceArgs& a) {

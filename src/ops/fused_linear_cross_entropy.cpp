@@ -2,6 +2,7 @@
 #include "tigon/ops/fused_linear_cross_entropy.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "core/check.h"
@@ -127,6 +128,11 @@ FlceArgs checked(const FusedLinearCrossEntropyParams& params,
                 "float32 or the weight's dtype");
     a.grad_weight = g.weight.data;
     a.grad_weight_dtype = g.weight.dtype;
+    a.dweight_fp32 = params.fp32_weight_grad_accumulation && g.weight.dtype != DType::kFloat32;
+    TIGON_CHECK_ARG(!a.dweight_fp32 || reinterpret_cast<std::uintptr_t>(g.weight.data) % 4 == 0,
+                    kOp, "grad_weight",
+                    "a 4-byte aligned pointer (float32 accumulation in its storage)",
+                    "a pointer aligned to 2 bytes");
   }
   if (g.bias.defined()) {
     TIGON_CHECK_ARG(in.bias.defined(), kOp, "grad_bias", "no tensor without a bias", "a tensor");

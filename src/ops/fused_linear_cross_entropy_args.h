@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "ops/cross_entropy_args.h"
+#include "ops/fused_linear_cross_entropy_dweight.h"
 #include "tigon/ops/fused_linear_cross_entropy.h"
 
 namespace tigon::detail {
@@ -22,9 +23,18 @@ struct FlceArgs {
   void* grad_hidden = nullptr;  // contiguous [N, H] in dtype
   void* grad_weight = nullptr;  // contiguous [V, H]
   DType grad_weight_dtype = DType::kFloat32;
+  // grad_weight in the 16-bit dtype, accumulated in float32 in the workspace and in its own
+  // storage (fused_linear_cross_entropy_dweight.h), rounded once at the end.
+  bool dweight_fp32 = false;
   void* grad_bias = nullptr;
   DType grad_bias_dtype = DType::kFloat32;
   bool needs_grad() const { return grad_hidden || grad_weight || grad_bias; }
+  // Float32 accumulation of a 16-bit weight's gradient runs the dW product as two, rows [0, R)
+  // and [R, V) (the same for a float32 grad_weight, so the two are bitwise comparable).
+  bool split_dweight() const {
+    return grad_weight && dtype != DType::kFloat32 &&
+           (dweight_fp32 || grad_weight_dtype == DType::kFloat32);
+  }
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
   void* cublas_handle = nullptr;
@@ -35,6 +45,10 @@ struct FlceArgs {
 namespace tigon::cpu {
 std::size_t fused_linear_cross_entropy_workspace_size(const detail::FlceArgs& args);
 void fused_linear_cross_entropy(const detail::FlceArgs& args);
+// Steps (a) and (b) of fused_linear_cross_entropy_dweight.h: `low` (the workspace's D floats) and
+// the float32 accumulators in `storage` become the [V, H] gradient in `dtype` in `storage`.
+void finish_dweight(const detail::DweightSplit& split, const float* low, void* storage, DType dtype,
+                    std::int64_t top_block);
 }  // namespace tigon::cpu
 
 namespace tigon::cuda {

@@ -134,3 +134,114 @@ def test_compile_fullgraph(device):
     out.backward()
     torch.testing.assert_close(h2.grad, h1.grad)
     torch.testing.assert_close(w2.grad, w1.grad)
+
+
+def _record_outputs(monkeypatch, op_name):
+    """Replaces torch.ops.tigon.<op_name> by a wrapper that records its outputs' data pointers
+    (not the tensors: a reference held here would itself force autograd to copy)."""
+    real = getattr(OPS, op_name)
+    pointers = []
+
+    def wrapper(*args):
+        out = real(*args)
+        pointers[:] = [t.data_ptr() for t in out]
+        return out
+
+    monkeypatch.setattr(OPS, op_name, wrapper)
+    return pointers
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("retain_graph", [False, True], ids=["plain", "retain_graph"])
+@pytest.mark.parametrize("op", ["flce_fp32", "flce_weight_dtype", "ce"])
+def test_grad_is_the_forward_gradient_not_a_copy(monkeypatch, op, retain_graph, device):
+    """The leaf's .grad is the buffer the forward wrote (autograd clones a gradient that anything
+    else still references: a second gradient-sized buffer at the peak); a second backward through
+    the same graph is refused (the gradients were handed over and scaled in place)."""
+    x, w, _, t = _problem(24, 16, 41, torch.bfloat16, device)
+    if op == "ce":
+        pointers = _record_outputs(monkeypatch, "cross_entropy_fwd")
+        leaves = [(x @ w.T).requires_grad_()]
+        loss = tigon.ops.cross_entropy(leaves[0], t)
+        produced = [pointers[3]]
+    else:
+        pointers = _record_outputs(monkeypatch, "fused_linear_cross_entropy_fwd")
+        leaves = [x.requires_grad_(), w.requires_grad_()]
+        accum = None if op == "flce_fp32" else torch.bfloat16
+        loss = tigon.ops.fused_linear_cross_entropy(*leaves, t, chunk_size=5, accum_dtype=accum)
+        produced = pointers[2:4]
+    (3.0 * loss).backward(retain_graph=retain_graph)
+    assert [p.grad.data_ptr() for p in leaves] == produced
+    if retain_graph:
+        with pytest.raises(RuntimeError, match="already used by a backward"):
+            loss.backward()
+
+
+def _exact_problem(v, device, chunk=64, chunks=4):
+    """Each chunk's hidden rows are a signed permutation of the unit vectors (H = chunk): every
+    logit is one product (exact whatever the GEMM), and every element of a chunk's dW product
+    dL_c^T @ h_c is one gradient value: exact too, so a float32 accumulation across chunks is
+    known bit for bit whatever the GEMM's order of summation."""
+    gen = torch.Generator().manual_seed(v)
+    eye = torch.eye(chunk)
+    x = torch.cat([eye[torch.randperm(chunk, generator=gen)] for _ in range(chunks)])
+    x = (x * (torch.randint(0, 2, (x.shape[0], 1), generator=gen) * 2 - 1)).bfloat16()
+    w = (torch.randn(v, chunk, generator=gen) * 2).bfloat16()
+    t = torch.randint(0, v, (x.shape[0],), generator=gen)
+    return x.to(device), w.to(device), t.to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("v", [1001, 1000], ids=["odd_V", "even_V"])
+def test_fp32_accumulated_dw_is_the_float32_sum_rounded_once(v, device):
+    chunk = 64
+    x, w, t = _exact_problem(v, device, chunk)
+    logits = (x.float() @ w.float().T).bfloat16().requires_grad_()  # exact
+    tigon.ops.cross_entropy(logits, t, in_place=True).backward()  # dL, the kernel FLCE runs
+    dl = logits.grad.double()
+    acc = torch.zeros(w.shape, dtype=torch.float32, device=device)
+    for r0 in range(0, x.shape[0], chunk):  # chunk by chunk, in float32
+        acc += (dl[r0 : r0 + chunk].T @ x[r0 : r0 + chunk].double()).float()  # exact product
+    grads = {}
+    for accum in (None, torch.bfloat16):
+        wl = w.clone().requires_grad_()
+        tigon.ops.fused_linear_cross_entropy(
+            x, wl, t, chunk_size=chunk, accum_dtype=accum
+        ).backward()
+        grads[accum] = wl.grad
+    want = acc.bfloat16()
+    assert torch.equal(grads[None].view(torch.int16), want.view(torch.int16))
+    assert not torch.equal(grads[torch.bfloat16], want), "one rounding per chunk differs"
+
+
+def _mib(t_or_bytes):
+    n = (
+        t_or_bytes
+        if isinstance(t_or_bytes, int)
+        else t_or_bytes.numel() * t_or_bytes.element_size()
+    )
+    return n / 2**20
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("accum", [None, torch.bfloat16], ids=["dw_fp32", "dw_bf16"])
+def test_peak_memory_within_the_budget(accum):
+    """Peak over forward + backward (returned gradients included) at 2048 x 1024 x 32000 bf16,
+    256-row chunks: dX + dW + chunk logits + cuBLAS workspace (+ float32 accumulators of half
+    of dW's rows with float32 accumulation), plus 1 MiB for the per-row terms. A copy of the
+    gradients (autograd cloning them) or a float32 dW next to a bf16 one does not fit."""
+    n, h, v, chunk = 2048, 1024, 32000, 256
+    x = torch.randn(n, h, device="cuda").bfloat16().requires_grad_()
+    w = (torch.randn(v, h, device="cuda") / h**0.5).bfloat16().requires_grad_()
+    t = torch.randint(0, v, (n,), device="cuda")
+    budget = _mib(x) + _mib(w) + _mib(chunk * v * 2) + 32 + 1
+    if accum is None:
+        budget += _mib((v + 1) // 2 * h * 4)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    loss = tigon.ops.fused_linear_cross_entropy(x, w, t, chunk_size=chunk, accum_dtype=accum)
+    loss.backward()
+    torch.cuda.synchronize()
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+    assert peak <= budget, f"peak {peak:.1f} MiB > budget {budget:.1f} MiB"

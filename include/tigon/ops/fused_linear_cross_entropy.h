@@ -6,7 +6,9 @@
 //   dL     = cross-entropy gradient (upstream 1), written over L (cross_entropy_fwd, fused)
 //   dhidden_c = round_T(dL @ weight)               GEMM
 //   dweight  += dL^T @ hidden_c                    GEMM, beta = 1: accumulated across chunks in
-//                                                  dweight's own dtype (float32 recommended)
+//                                                  float32 (a float32 dweight, or a 16-bit one
+//                                                  with fp32_weight_grad_accumulation) or in
+//                                                  dweight's 16-bit dtype
 //   dbias    += column sums of dL (float32, fixed order), rounded to dbias's dtype at the end
 // The reduction's denominators are global (over all N rows), so chunking never changes the
 // loss. Gradients are for upstream 1 (reduction mean or sum; a later scalar upstream gradient is
@@ -30,6 +32,12 @@ namespace tigon {
 struct FusedLinearCrossEntropyParams {
   CrossEntropyParams ce;
   std::int64_t chunk_rows = 0;  // rows per chunk; 0: automatic (chunk logits <= 256 MiB)
+  // A dweight in the weight's 16-bit dtype accumulates in float32 and is rounded once at the end
+  // (bitwise the rounding of a float32 dweight) without a float32 copy: half of the rows
+  // accumulate in the workspace (ceil(V/2) * H floats), the others in dweight's own storage
+  // (which must then be 4-byte aligned). Without it, one rounding to dweight's dtype per chunk.
+  // No effect on a float32 dweight (its own accumulator).
+  bool fp32_weight_grad_accumulation = false;
 };
 
 struct FusedLinearCrossEntropyInputs {

@@ -95,11 +95,33 @@ def _traced(t: torch.Tensor) -> bool:
 
 def _scaled(grad: torch.Tensor, grad_loss: torch.Tensor) -> torch.Tensor:
     """grad * grad_loss: in place in eager mode (untouched when grad_loss == 1, checked on the
-    device); a second backward through the same graph then fails autograd's version check."""
+    device)."""
     if _traced(grad):
         return torch.ops.tigon.cross_entropy_scale_grad(grad, grad_loss)
     torch.ops.tigon.cross_entropy_scale_grad_(grad, grad_loss)
     return grad
+
+
+def _stash_grads(ctx: Any, *grads: torch.Tensor | None) -> None:
+    """Keeps gradients computed by the forward for the backward, as plain references.
+
+    Not ctx.save_for_backward: the leaf's AccumulateGrad adopts an incoming gradient only when
+    nothing else references it and clones it otherwise (a second gradient-sized buffer at the
+    peak). The backward takes them back with :func:`_take_grads`, so the tensor it returns is
+    the only reference and becomes ``.grad`` itself.
+    """
+    ctx.forward_grads = list(grads)
+
+
+def _take_grads(ctx: Any) -> list[torch.Tensor | None]:
+    grads = ctx.forward_grads
+    if grads is None:
+        raise RuntimeError(
+            "tigon: the gradients computed in the forward were already used by a backward "
+            "through this graph (they are scaled in place); run the forward again"
+        )
+    ctx.forward_grads = None
+    return grads
 
 
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
@@ -108,7 +130,7 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor
     # reduction="none" has a per-row upstream gradient: always recomputed in the backward.
     ctx.fused = bool(compute_grad) and options[1] != "none"
     if ctx.fused:
-        ctx.save_for_backward(output[3])
+        _stash_grads(ctx, output[3])
     else:
         ctx.save_for_backward(logits, target, weight, divisor, output[2])
     ctx.mark_non_differentiable(output[1], output[2], output[3])
@@ -116,7 +138,7 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor
 
 def _backward(ctx: Any, grad_loss: torch.Tensor, *_unused: Any) -> tuple[Any, ...]:
     if ctx.fused:
-        (grad,) = ctx.saved_tensors
+        (grad,) = _take_grads(ctx)
         grad = _scaled(grad, grad_loss)
     else:
         logits, target, weight, divisor, lse = ctx.saved_tensors

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from tigon.ops.cross_entropy import _check_reduction, _divisor, _scaled
+from tigon.ops.cross_entropy import _check_reduction, _divisor, _scaled, _stash_grads, _take_grads
 
 __all__ = ["fused_linear_cross_entropy"]
 
@@ -40,14 +40,14 @@ def _fake(
 
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
     ctx.flags = inputs[12:15]  # grad_hidden, grad_weight, grad_bias
-    ctx.save_for_backward(*output[2:5])
+    _stash_grads(ctx, *output[2:5])  # not saved: autograd adopts them as .grad without a copy
     ctx.mark_non_differentiable(*output[1:5])
 
 
 def _backward(ctx: Any, grad_loss: torch.Tensor, *_unused: Any) -> tuple[Any, ...]:
     grads = [
         _scaled(g, grad_loss) if wanted else None
-        for g, wanted in zip(ctx.saved_tensors, ctx.flags, strict=True)
+        for g, wanted in zip(_take_grads(ctx), ctx.flags, strict=True)
     ]
     dx, dw, db = grads
     return (dx, dw, None, db) + (None,) * 12

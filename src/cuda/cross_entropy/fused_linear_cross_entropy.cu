@@ -59,6 +59,7 @@ struct Carved {
   float* row_ce;
   float* row_z;
   float* dbias;
+  float* dweight;  // rows [0, R) of a 16-bit dweight accumulated in float32 (dweight_fp32)
   void* blas;
   std::size_t blas_bytes;
 };
@@ -82,6 +83,9 @@ Carved carve(const FlceArgs& a, std::size_t* total) {
   c.row_ce = static_cast<float*>(take(sizeof(float) * a.ce.rows));
   c.row_z = static_cast<float*>(take(sizeof(float) * a.ce.rows));
   c.dbias = static_cast<float*>(take(a.grad_bias ? sizeof(float) * a.ce.vocab : 0));
+  const std::size_t low_floats =
+      a.dweight_fp32 ? detail::dweight_split(a.ce.vocab, a.hidden_size).low_floats() : 0;
+  c.dweight = static_cast<float*>(take(sizeof(float) * low_floats));
   c.blas_bytes = a.needs_grad() || a.ce.rows > 0 ? kCublasWorkspace : 0;
   c.blas = take(c.blas_bytes);
   if (total) *total = off;
@@ -121,6 +125,76 @@ std::int64_t blocks_for(std::int64_t n, int sm_count) {
   return std::max<std::int64_t>(1, std::min<std::int64_t>((n + 255) / 256, 16 * sm_count));
 }
 
+// Step (a) of fused_linear_cross_entropy_dweight.h: storage float j -> T element d + j. The
+// float and T accesses alias the same bytes; the schedule keeps each launch's reads and writes
+// disjoint, and the top block reads everything before the barrier.
+constexpr int kTopThreads = 1024;
+constexpr int kTopPerThread = static_cast<int>(detail::kNarrowingTopBlock / kTopThreads);
+
+template <typename T>
+__global__ void __launch_bounds__(kTopThreads)
+    narrow_top_kernel(float* storage, std::int64_t lo, std::int64_t hi, std::int64_t d) {
+  float v[kTopPerThread];
+#pragma unroll
+  for (int i = 0; i < kTopPerThread; ++i) {
+    const std::int64_t j = lo + threadIdx.x + i * kTopThreads;
+    if (j < hi) v[i] = storage[j];
+  }
+  __syncthreads();
+  T* out = reinterpret_cast<T*>(storage);
+#pragma unroll
+  for (int i = 0; i < kTopPerThread; ++i) {
+    const std::int64_t j = lo + threadIdx.x + i * kTopThreads;
+    if (j < hi) out[d + j] = math::from_float<T>(v[i]);
+  }
+}
+
+template <typename T>
+__global__ void narrow_round_kernel(float* storage, std::int64_t lo, std::int64_t hi,
+                                    std::int64_t d) {
+  T* out = reinterpret_cast<T*>(storage);
+  for (std::int64_t j = lo + blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       j < hi; j += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    out[d + j] = math::from_float<T>(storage[j]);
+  }
+}
+
+// dW rows [row0, row0 + count) (+)= dL[:, row0 : row0 + count]^T X into c (ldc = H).
+// Column-major: dW^T[H, count] = X^T[H, rows] (dL^T)^T.
+void gemm_dweight(cublasHandle_t handle, const FlceArgs& a, const void* x, const void* dl,
+                  std::int64_t rows, std::int64_t row0, std::int64_t count, const float* beta,
+                  void* c, cudaDataType_t c_type) {
+  if (count == 0) return;
+  const cudaDataType_t t = cuda_type(a.dtype);
+  const float one = 1.0f;
+  const void* dl_cols = static_cast<const unsigned char*>(dl) + row0 * element_size(a.dtype);
+  TIGON_CUBLAS_CHECK(cublasGemmEx(
+      handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(a.hidden_size), static_cast<int>(count),
+      static_cast<int>(rows), &one, x, t, static_cast<int>(a.hidden_row_stride), dl_cols, t,
+      static_cast<int>(a.ce.vocab), beta, c, c_type, static_cast<int>(a.hidden_size),
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// Steps (a) and (b): the float32 accumulators (workspace rows [0, R), storage rows [R, V)) to
+// the gradient in T, in place.
+template <typename T>
+void finish_dweight(const detail::DweightSplit& split, const float* low, void* grad, int sm_count,
+                    cudaStream_t s) {
+  auto* storage = static_cast<float*>(grad);
+  const std::int64_t d = split.dst_offset;
+  detail::for_each_narrowing_step(
+      split, detail::kNarrowingTopBlock,
+      [&](std::int64_t lo, std::int64_t hi) {
+        launch_kernel(narrow_top_kernel<T>, 1, dim3(kTopThreads), 0, 1, s, storage, lo, hi, d);
+      },
+      [&](std::int64_t lo, std::int64_t hi) {
+        launch_kernel(narrow_round_kernel<T>, blocks_for(hi - lo, sm_count), dim3(256), 0, 1, s,
+                      storage, lo, hi, d);
+      });
+  launch_kernel(convert_kernel<T>, blocks_for(d, sm_count), dim3(256), 0, 1, s, low,
+                static_cast<T*>(grad), d);
+}
+
 }  // namespace
 
 std::size_t fused_linear_cross_entropy_workspace_size(const FlceArgs& a) {
@@ -141,6 +215,7 @@ void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr)
   if (w.blas_bytes) TIGON_CUBLAS_CHECK(cublasSetWorkspace(handle, w.blas, w.blas_bytes));
   const cudaDataType_t t = cuda_type(a.dtype);
   const float one = 1.0f, zero = 0.0f;
+  const detail::DweightSplit split = detail::dweight_split(v, h);
 
   cross_entropy::prepare(a.ce, w.header, w.weights, s);
   if (n == 0 && a.grad_weight) {
@@ -193,14 +268,19 @@ void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr)
                                       &zero, dx, t, static_cast<int>(h), CUBLAS_COMPUTE_32F,
                                       CUBLAS_GEMM_DEFAULT));
     }
-    if (a.grad_weight) {
-      // dW[V, H] (+)= dL^T X: column-major dW^T[H, V] = X^T[H, rows] (dL^T)^T.
+    if (a.grad_weight) {  // dW[V, H] (+)= dL^T X
       const float* beta = r0 == 0 ? &zero : &one;
-      TIGON_CUBLAS_CHECK(cublasGemmEx(
-          handle, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(h), static_cast<int>(v),
-          static_cast<int>(rows), &one, x, t, static_cast<int>(a.hidden_row_stride), w.logits, t,
-          static_cast<int>(v), beta, a.grad_weight, cuda_type(a.grad_weight_dtype),
-          static_cast<int>(h), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      if (a.split_dweight()) {  // float32 rows [0, R) and [R, V) (..._dweight.h)
+        auto* g = static_cast<float*>(a.grad_weight);
+        float* low = a.dweight_fp32 ? w.dweight : g;
+        float* high = a.dweight_fp32 ? g : g + split.dst_offset;
+        gemm_dweight(handle, a, x, w.logits, rows, 0, split.low_rows, beta, low, CUDA_R_32F);
+        gemm_dweight(handle, a, x, w.logits, rows, split.low_rows, v - split.low_rows, beta, high,
+                     CUDA_R_32F);
+      } else {
+        gemm_dweight(handle, a, x, w.logits, rows, 0, v, beta, a.grad_weight,
+                     cuda_type(a.grad_weight_dtype));
+      }
     }
     if (a.grad_bias) {
       detail::dispatch_dtype(a.dtype, [&](auto tt) {
@@ -209,6 +289,12 @@ void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr)
                       static_cast<const T*>(w.logits), rows, v, w.dbias, r0 == 0);
       });
     }
+  }
+  if (a.dweight_fp32 && n > 0) {
+    detail::dispatch_dtype(a.grad_weight_dtype, [&](auto gt) {
+      finish_dweight<typename decltype(gt)::type>(split, w.dweight, a.grad_weight, info.sm_count,
+                                                  s);
+    });
   }
   if (a.grad_bias) {
     detail::dispatch_dtype(a.grad_bias_dtype, [&](auto gt) {
