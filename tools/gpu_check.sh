@@ -84,7 +84,7 @@ sanitizer() {
   compute-sanitizer --tool memcheck --error-exitcode 1 "$bin" \
     --gtest_filter='-*Huge*:*InvalidDevice*' &&
     compute-sanitizer --tool racecheck --error-exitcode 1 "$bin" \
-      --gtest_filter='*Small*:*Edge*:*Strided*:*Unaligned*:*InPlace*:*Determin*-*InvalidDevice*'
+      --gtest_filter='*Small*:*Edge*:*Strided*:*Unaligned*:*InPlace*:*Determin*:Slices/*v32776*:Slices/*v65544*:Slices/*v131080*:Slices/*rows1_*-*InvalidDevice*'
 }
 
 pytest_all() {
