@@ -3,6 +3,7 @@
 # Python test (GPU ones included), compute-sanitizer memcheck + racecheck, the GPU benchmarks; print
 # a one-screen summary. Logs and results go to $OUT (or ./gpu_check_out).
 #   GPU_CHECK_BENCH=quick|full|none (default full)   GPU_CHECK_SANITIZER=0 to skip the sanitizer
+#   GPU_CHECK_MEMCHECK_FILTER='*Glu*' narrows memcheck
 #   GPU_CHECK_PIP=1 also checks `pip install .`        CUDA_ARCH (default: this GPU's, e.g. 90)
 #   GPU_CHECK_PYTEST_ARGS="-m gpu" narrows pytest        GPU_CHECK_E2E=1 adds the training benchmark
 #   GPU_CHECK_E2E_ARGS="--compile --batch 4" passes options to it  GPU_CHECK_TESTS=0 skips the tests
@@ -82,7 +83,7 @@ ctest_gpu() { ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 300
 sanitizer() {
   local bin=$BUILD/tests/tigon_cuda_tests
   compute-sanitizer --tool memcheck --error-exitcode 1 "$bin" \
-    --gtest_filter='-*Huge*:*InvalidDevice*' &&
+    --gtest_filter="${GPU_CHECK_MEMCHECK_FILTER:-*}-*Huge*:*InvalidDevice*" &&
     compute-sanitizer --tool racecheck --error-exitcode 1 "$bin" \
       --gtest_filter='*Small*:*Edge*:*Strided*:*Unaligned*:*InPlace*:*Determin*:Slices/*v32776*:Slices/*v65544*:Slices/*v131080*:Slices/*rows1_*-*InvalidDevice*'
 }

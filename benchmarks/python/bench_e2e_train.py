@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "comma list of apply_tigon_kernel_to_llama flags, e.g. rms_norm,rope,swiglu",
     )
     p.add_argument("--quick", action="store_true", help="smoke test: small sizes, few steps")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the timed steps, profile two more (torch.profiler) and write each row's "
+        "table of GPU time by kernel next to the results (<out>/profile_<provider>_b<batch>.txt)",
+    )
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--out", type=Path, default=Path("bench_results"))
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -168,6 +174,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             ms.append(1e3 * (time.perf_counter() - t))
         losses.append(loss.item())
     median = statistics.median(ms)
+    if spec.get("profile_to"):
+        _profile(lambda i: step(spec["warmup"] + spec["steps"] + i), spec["profile_to"], on_gpu)
     return {
         "tokens_per_s": batch * seq / (median / 1e3),
         "ms_per_step": median,
@@ -179,6 +187,22 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         "parameters": n_params,
         "patched_modules": len(patched),
     }
+
+
+def _profile(step: Any, path: str, on_gpu: bool) -> None:
+    """Two steps under torch.profiler; GPU (or CPU) time by kernel, largest first, into path."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    with profile(activities=activities) as prof:
+        for i in range(2):
+            step(i)
+        if on_gpu:
+            torch.cuda.synchronize()
+    key = "self_cuda_time_total" if on_gpu else "self_cpu_time_total"
+    table = prof.key_averages().table(sort_by=key, row_limit=40, max_name_column_width=90)
+    Path(path).write_text(f"two training steps, sorted by {key}\n{table}\n")
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -221,6 +245,10 @@ def main(argv: list[str] | None = None) -> None:
             spec = {**shape, "provider": provider, "batch": batch, "device": args.device}
             spec["kernels"] = args.kernels if args.kernels == "all" else args.kernels.split(",")
             spec |= {"steps": args.steps, "warmup": args.warmup}
+            if args.profile:
+                args.out.mkdir(parents=True, exist_ok=True)
+                tag = provider.replace("+", "_")
+                spec["profile_to"] = str((args.out / f"profile_{tag}_b{batch}.txt").resolve())
             result = run(spec)
             row = {"batch": batch, "provider": LABELS[provider], **result}
             if provider == "hf" and "error" not in result:
