@@ -95,6 +95,12 @@ def build_model(
     from transformers import AutoModelForCausalLM
 
     kernels = kernels or {}
+    if device == "cuda":
+        # HF's eager attention (matmuls and a softmax): on the GPU, SDPA's memory-efficient and
+        # cuDNN backwards are non-deterministic, and AdamW turns that noise in near-zero gradients
+        # (e.g. LoRA A before B has grown) into parameter differences of order lr, which would
+        # be charged to tigon. With eager attention both runs are deterministic.
+        overrides.setdefault("attn_implementation", "eager")
     config = tiny_config(family, **overrides)
     if tigon == "classes":
         tt.apply_tigon_kernel(family, **kernels)

@@ -228,13 +228,14 @@ def _mib(t_or_bytes):
 def test_peak_memory_within_the_budget(accum):
     """Peak over forward + backward (returned gradients included) at 2048 x 1024 x 32000 bf16,
     256-row chunks: dX + dW + chunk logits + cuBLAS workspace (+ float32 accumulators of half
-    of dW's rows with float32 accumulation), plus 1 MiB for the per-row terms. A copy of the
+    of dW's rows with float32 accumulation), plus 3 MiB (per-row terms, allocator rounding). A copy of the
     gradients (autograd cloning them) or a float32 dW next to a bf16 one does not fit."""
     n, h, v, chunk = 2048, 1024, 32000, 256
     x = torch.randn(n, h, device="cuda").bfloat16().requires_grad_()
     w = (torch.randn(v, h, device="cuda") / h**0.5).bfloat16().requires_grad_()
     t = torch.randint(0, v, (n,), device="cuda")
-    budget = _mib(x) + _mib(w) + _mib(chunk * v * 2) + 32 + 1
+    # + 3 MiB: the per-row terms and the caching allocator's rounding of each block
+    budget = _mib(x) + _mib(w) + _mib(chunk * v * 2) + 32 + 3
     if accum is None:
         budget += _mib((v + 1) // 2 * h * 4)
     torch.cuda.synchronize()

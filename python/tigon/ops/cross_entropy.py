@@ -134,6 +134,7 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor
     else:
         ctx.save_for_backward(logits, target, weight, divisor, output[2])
     ctx.mark_non_differentiable(output[1], output[2], output[3])
+    ctx.set_materialize_grads(False)  # no zero "gradient" of the gradient output
 
 
 def _backward(ctx: Any, grad_loss: torch.Tensor, *_unused: Any) -> tuple[Any, ...]:

@@ -42,6 +42,7 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor
     ctx.flags = inputs[12:15]  # grad_hidden, grad_weight, grad_bias
     _stash_grads(ctx, *output[2:5])  # not saved: autograd adopts them as .grad without a copy
     ctx.mark_non_differentiable(*output[1:5])
+    ctx.set_materialize_grads(False)  # no zero "gradients" of the dX/dW/dbias outputs
 
 
 def _backward(ctx: Any, grad_loss: torch.Tensor, *_unused: Any) -> tuple[Any, ...]:
