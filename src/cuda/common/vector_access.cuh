@@ -94,11 +94,15 @@ __device__ __forceinline__ Pack<T, P> load_pack(const T* src) {
   return pack;
 }
 
+// The raw words of a pack of P elements of T, laid out as in Pack.
+template <typename T, int P>
+using PackWords = std::uint32_t[Pack<T, P>::kWords];
+
 namespace vector_detail {
 
 // The raw words of P elements, laid out as in Pack.
-template <typename T, int P, int kWords>
-__device__ __forceinline__ void words_of(const T (&in)[P], std::uint32_t (&w)[kWords]) {
+template <typename T, int P>
+__device__ __forceinline__ void words_of(const T (&in)[P], PackWords<T, P>& w) {
   if constexpr (sizeof(T) == 4) {
 #pragma unroll
     for (int i = 0; i < P; ++i) w[i] = storage_bits(in[i]);
@@ -106,20 +110,18 @@ __device__ __forceinline__ void words_of(const T (&in)[P], std::uint32_t (&w)[kW
     w[0] = storage_bits(in[0]);
   } else {
 #pragma unroll
-    for (int i = 0; i < kWords; ++i)
+    for (int i = 0; i < Pack<T, P>::kWords; ++i)
       w[i] = storage_bits(in[2 * i]) | (storage_bits(in[2 * i + 1]) << 16);
   }
 }
 
-}  // namespace vector_detail
-
-// dst[0..P) = in[0..P) (dst aligned to kPackAlignment<T, P>).
-template <typename T, int P>
-__device__ __forceinline__ void store_pack(T* dst, const T (&in)[P]) {
+// dst[0..P) = the words (dst aligned to kPackAlignment<T, P>). kGlobal: dst is global memory and
+// every 16 bytes are written with one st.global.v4, because nvcc splits a uint4 assignment into
+// four 4-byte stores where it loses track of the alignment (seen in the GLU kernels and in the
+// cross-entropy slice kernel, whose stores sit between cp.async instructions).
+template <bool kGlobal, typename T, int P>
+__device__ __forceinline__ void store_words(T* dst, const PackWords<T, P>& w) {
   constexpr std::size_t kBytes = sizeof(T) * P;
-  constexpr int kWords = static_cast<int>((kBytes + 3) / 4);
-  std::uint32_t w[kWords];
-  vector_detail::words_of<T, P>(in, w);
   if constexpr (kBytes == 2) {
     *reinterpret_cast<unsigned short*>(dst) = static_cast<unsigned short>(w[0]);
   } else if constexpr (kBytes == 4) {
@@ -130,21 +132,40 @@ __device__ __forceinline__ void store_pack(T* dst, const T (&in)[P]) {
     static_assert(kBytes % 16 == 0, "packs are 2, 4, 8 or a multiple of 16 bytes");
 #pragma unroll
     for (int c = 0; c < static_cast<int>(kBytes / 16); ++c) {
-      reinterpret_cast<uint4*>(dst)[c] =
-          make_uint4(w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]);
+      if constexpr (kGlobal) {
+        asm volatile(
+            "st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(reinterpret_cast<uint4*>(dst) + c),
+            "r"(w[4 * c]), "r"(w[4 * c + 1]), "r"(w[4 * c + 2]), "r"(w[4 * c + 3]));
+      } else {
+        reinterpret_cast<uint4*>(dst)[c] =
+            make_uint4(w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]);
+      }
     }
   }
 }
 
-// store_pack of a 16-byte pack into GLOBAL memory, always as one 16-byte store (st.global.v4): the
-// compiler may otherwise split a uint4 store into four 4-byte stores where it loses track of the
-// alignment (seen in the slice kernel, whose stores sit between cp.async instructions).
+}  // namespace vector_detail
+
+// dst[0..P) = in[0..P) (dst aligned to kPackAlignment<T, P>; global or shared memory).
 template <typename T, int P>
-__device__ __forceinline__ void store_pack_global_16(T* dst, const T (&in)[P]) {
-  static_assert(sizeof(T) * P == 16, "one 16-byte pack");
-  std::uint32_t w[4];
+__device__ __forceinline__ void store_pack(T* dst, const T (&in)[P]) {
+  PackWords<T, P> w;
   vector_detail::words_of<T, P>(in, w);
-  __stwb(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
+  vector_detail::store_words<false, T, P>(dst, w);
+}
+
+// store_pack into global memory, each 16 bytes as one st.global.v4 (see store_words).
+template <typename T, int P>
+__device__ __forceinline__ void store_pack_global(T* dst, const T (&in)[P]) {
+  PackWords<T, P> w;
+  vector_detail::words_of<T, P>(in, w);
+  vector_detail::store_words<true, T, P>(dst, w);
+}
+
+// The same from a pack's raw words (kernels that build the output words directly).
+template <typename T, int P>
+__device__ __forceinline__ void store_words_global(T* dst, const PackWords<T, P>& w) {
+  vector_detail::store_words<true, T, P>(dst, w);
 }
 
 }  // namespace tigon::cuda

@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
         } else {
           grad_pack<T, P>(load_pack<T, P>(mine + j * B * P), k, y, w_y, o, r, out);
         }
-        store_pack_global_16<T, P>(g + k * P, out);
+        store_pack_global<T, P>(g + k * P, out);
         if (prefetch) load(next, j);  // the slot's pack is consumed: refill it
       }
     }

@@ -60,14 +60,14 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t col = pos.col0 + k * step;
       if (col + P <= p.width) {
         if constexpr (kFastGate<T> && P % 2 == 0) {
-          Words<T, P> out;
+          PackWords<T, P> out;
           forward_pack<kAct, T, P>(pa[k], pb[k], out);
-          store_words<T, P>(y + col, out);
+          store_words_global<T, P>(y + col, out);
         } else {
           T out[P];
 #pragma unroll
           for (int i = 0; i < P; ++i) out[i] = Math::forward(pa[k].value(i), pb[k].value(i));
-          store_values<T, P>(y + col, out);
+          store_pack_global<T, P>(y + col, out);
         }
       } else {
         for (std::int64_t j = col; j < p.width; ++j) {
@@ -108,10 +108,10 @@ __global__ void __launch_bounds__(kThreads, 4)
       const std::int64_t col = pos.col0 + k * step;
       if (col + P <= p.width) {
         if constexpr (kFastGate<T> && P % 2 == 0) {
-          Words<T, P> out_a, out_b;
+          PackWords<T, P> out_a, out_b;
           backward_pack<kAct, T, P>(pdy[k], pa[k], pb[k], out_a, out_b);
-          store_words<T, P>(da + col, out_a);
-          store_words<T, P>(db + col, out_b);
+          store_words_global<T, P>(da + col, out_a);
+          store_words_global<T, P>(db + col, out_b);
         } else {
           T out_a[P], out_b[P];
 #pragma unroll
@@ -120,8 +120,8 @@ __global__ void __launch_bounds__(kThreads, 4)
             out_a[i] = g.da;
             out_b[i] = g.db;
           }
-          // store_pack (4-byte stores for float): the st.global.v4 of store_values makes the
-          // float32 SwiGLU backward spill at 64 registers.
+          // store_pack (4-byte stores for float): the st.global.v4 of store_pack_global makes
+          // the float32 SwiGLU backward spill at 64 registers.
           store_pack<T, P>(da + col, out_a);
           store_pack<T, P>(db + col, out_b);
         }

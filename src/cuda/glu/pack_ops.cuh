@@ -2,7 +2,7 @@
 // in registers to the output pack's raw words, with the fast gate of math/glu_fast.h (bitwise
 // equal to math::Glu, which takes over per pair (forward) or per pack (backward) where the fast
 // value does not decide the rounding). float32 uses math::Glu directly (kernels.cuh): no rounding
-// there to hide an approximation's error in. And the 16-byte stores.
+// there to hide an approximation's error in.
 #pragma once
 
 #include <cstdint>
@@ -21,10 +21,6 @@ inline constexpr bool kFastGate = sizeof(T) == 2
 #endif
     ;
 
-// Output words of a pack of P elements of T (two 16-bit elements per word, low half first).
-template <typename T, int P>
-using Words = std::uint32_t[Pack<T, P>::kWords];
-
 // from_float<T> of two elements in one word (the exact path's store, NaN canonical).
 template <typename T>
 __device__ __forceinline__ std::uint32_t exact_word(float lo, float hi) {
@@ -33,7 +29,7 @@ __device__ __forceinline__ std::uint32_t exact_word(float lo, float hi) {
 
 template <GluActivation kAct, typename T, int P>
 __device__ __forceinline__ void forward_pack(const Pack<T, P>& pa, const Pack<T, P>& pb,
-                                             Words<T, P>& y) {
+                                             PackWords<T, P>& y) {
   using Math = math::Glu<kAct, T>;
   static_assert(kFastGate<T> && P % 2 == 0, "16-bit packs of an even size");
   namespace fast = math::fast;
@@ -70,8 +66,8 @@ __device__ __forceinline__ void forward_pack(const Pack<T, P>& pa, const Pack<T,
 // path (64 per thread); as a call, the rare path alone saves and restores them.
 template <GluActivation kAct, typename T, int P>
 __device__ __noinline__ void exact_backward_pack(const Pack<T, P> pdy, const Pack<T, P> pa,
-                                                 const Pack<T, P> pb, Words<T, P>& da,
-                                                 Words<T, P>& db) {
+                                                 const Pack<T, P> pb, PackWords<T, P>& da,
+                                                 PackWords<T, P>& db) {
   using Math = math::Glu<kAct, T>;
 #pragma unroll
   for (int j = 0; j < P / 2; ++j) {
@@ -85,8 +81,8 @@ __device__ __noinline__ void exact_backward_pack(const Pack<T, P> pdy, const Pac
 // Glu<kAct, T>::backward, element for element.
 template <GluActivation kAct, typename T, int P>
 __device__ __forceinline__ void backward_pack(const Pack<T, P>& pdy, const Pack<T, P>& pa,
-                                              const Pack<T, P>& pb, Words<T, P>& da,
-                                              Words<T, P>& db) {
+                                              const Pack<T, P>& pb, PackWords<T, P>& da,
+                                              PackWords<T, P>& db) {
   using Math = math::Glu<kAct, T>;
   using Act = typename Math::Act;
   static_assert(kFastGate<T> && P % 2 == 0, "16-bit packs of an even size");
@@ -128,7 +124,7 @@ __device__ __forceinline__ void backward_pack(const Pack<T, P>& pdy, const Pack<
   }
   if (!all_fast || nan) {  // rare
     // Results through local copies: da and db themselves stay in registers.
-    Words<T, P> exact_da, exact_db;
+    PackWords<T, P> exact_da, exact_db;
     exact_backward_pack<kAct, T, P>(pdy, pa, pb, exact_da, exact_db);
 #pragma unroll
     for (int j = 0; j < P / 2; ++j) {
@@ -136,45 +132,6 @@ __device__ __forceinline__ void backward_pack(const Pack<T, P>& pdy, const Pack<
       db[j] = exact_db[j];
     }
   }
-}
-
-// dst[0..P) = the pack's words (dst aligned to kPackAlignment<T, P>). 16-byte packs are written
-// with st.global.v4: nvcc splits a uint4 assignment from these words into four 4-byte stores.
-template <typename T, int P>
-__device__ __forceinline__ void store_words(T* dst, const Words<T, P>& w) {
-  constexpr std::size_t kBytes = sizeof(T) * P;
-  if constexpr (kBytes == 2) {
-    *reinterpret_cast<unsigned short*>(dst) = static_cast<unsigned short>(w[0]);
-  } else if constexpr (kBytes == 4) {
-    *reinterpret_cast<unsigned int*>(dst) = w[0];
-  } else if constexpr (kBytes == 8) {
-    *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
-  } else {
-    static_assert(kBytes % 16 == 0, "packs are 2, 4, 8 or a multiple of 16 bytes");
-#pragma unroll
-    for (int c = 0; c < static_cast<int>(kBytes / 16); ++c) {
-      asm volatile(
-          "st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(reinterpret_cast<uint4*>(dst) + c),
-          "r"(w[4 * c]), "r"(w[4 * c + 1]), "r"(w[4 * c + 2]), "r"(w[4 * c + 3]));
-    }
-  }
-}
-
-// store_words for a pack of elements of T (the exact path's results).
-template <typename T, int P>
-__device__ __forceinline__ void store_values(T* dst, const T (&v)[P]) {
-  Words<T, P> w;
-#pragma unroll
-  for (int i = 0; i < Pack<T, P>::kWords; ++i) {
-    if constexpr (sizeof(T) == 4) {
-      w[i] = storage_bits(v[i]);
-    } else if constexpr (P == 1) {
-      w[i] = storage_bits(v[0]);
-    } else {
-      w[i] = storage_bits(v[2 * i]) | (storage_bits(v[2 * i + 1]) << 16);
-    }
-  }
-  store_words<T, P>(dst, w);
 }
 
 }  // namespace tigon::cuda::glu
