@@ -14,4 +14,12 @@ namespace tigon::detail {
 void for_each_env_option(std::string_view variable,
                          const std::function<void(std::string_view, std::int64_t)>& set);
 
+// A default T with the variable's options applied in order by set(t, key, value).
+template <typename T, typename Set>
+T options_from_environment(std::string_view variable, Set&& set) {
+  T t;
+  for_each_env_option(variable, [&](std::string_view key, std::int64_t v) { set(t, key, v); });
+  return t;
+}
+
 }  // namespace tigon::detail

@@ -31,17 +31,10 @@ void set(SliceTuning& t, std::string_view key, std::int64_t v) {
   }
 }
 
-SliceTuning from_environment() {
-  SliceTuning t;
-  detail::for_each_env_option(kVariable,
-                              [&](std::string_view key, std::int64_t v) { set(t, key, v); });
-  return t;
-}
-
 }  // namespace
 
 const SliceTuning& slice_tuning() {
-  static const SliceTuning t = from_environment();
+  static const SliceTuning t = detail::options_from_environment<SliceTuning>(kVariable, set);
   return t;
 }
 

@@ -44,17 +44,10 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
   }
 }
 
-Tuning from_environment() {
-  Tuning t;
-  detail::for_each_env_option(kVariable,
-                              [&](std::string_view key, std::int64_t v) { set(t, key, v); });
-  return t;
-}
-
 }  // namespace
 
 const Tuning& tuning() {
-  static const Tuning t = from_environment();
+  static const Tuning t = detail::options_from_environment<Tuning>(kVariable, set);
   return t;
 }
 
