@@ -95,6 +95,7 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor
     ctx.casting_mode = casting_mode
     ctx.in_place = in_place
     ctx.mark_non_differentiable(output[1])
+    ctx.set_materialize_grads(False)  # no zero "gradient" of rstd (an allocation and a fill)
 
 
 def _can_write_dx_into(dy: torch.Tensor, x: torch.Tensor) -> bool:
@@ -108,7 +109,9 @@ def _can_write_dx_into(dy: torch.Tensor, x: torch.Tensor) -> bool:
     )
 
 
-def _backward(ctx: Any, dy: torch.Tensor, _drstd: torch.Tensor | None) -> tuple[Any, ...]:
+def _backward(ctx: Any, dy: torch.Tensor | None, _drstd: torch.Tensor | None) -> tuple[Any, ...]:
+    if dy is None:  # only rstd was used (it has no gradient)
+        return (None,) * len(ctx.needs_input_grad)
     x, weight, rstd = ctx.saved_tensors
     if ctx.in_place and _can_write_dx_into(dy, x):
         dw = torch.ops.tigon.rms_norm_bwd_inplace(dy, x, weight, rstd, ctx.offset, ctx.casting_mode)
