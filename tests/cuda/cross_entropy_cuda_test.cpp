@@ -302,8 +302,15 @@ TEST_P(CrossEntropyCuda, MatchesCpuBackend) {
       ASSERT_EQ(twice.grad.bits(i, j, c.misalign), got.grad.bits(i, j, c.misalign))
           << i << "," << j;
 
-  // The kernel the forward took (clusters need an sm_90 device).
-  if (c.cluster >= 0 && tigon::cuda::clusters_available(0)) {
+  // The kernel the forward took (clusters need an sm_90 device; a TIGON_CROSS_ENTROPY_TUNING
+  // override changes it on purpose).
+  const auto& tuning = tigon::cuda::cross_entropy::slice_tuning();
+  const tigon::cuda::cross_entropy::SliceTuning defaults;
+  const bool default_tuning = tuning.slices == defaults.slices &&
+                              tuning.max_cluster == defaults.max_cluster &&
+                              tuning.slice_bytes == defaults.slice_bytes &&
+                              tuning.stages == defaults.stages;
+  if (c.cluster >= 0 && tigon::cuda::clusters_available(0) && default_tuning) {
     EXPECT_EQ(pr.slice_plan().cluster, c.cluster);
   }
 
@@ -426,6 +433,32 @@ TEST(CrossEntropySlicePlan, ClusterSizesAndThresholds) {
       EXPECT_GE(plan.slice_packs * plan.cluster, w.packs);
       EXPECT_LT((plan.cluster - 1) * plan.slice_packs, w.packs);  // the last CTA has packs too
     }
+  }
+}
+
+// Two stages (rows per CTA): half the slice per stage, else one stage.
+TEST(CrossEntropySlicePlan, TwoStages) {
+  using tigon::cuda::cross_entropy::slice_plan;
+  struct Want {
+    std::int64_t packs;
+    int cluster;
+    std::int64_t slice_packs;
+    int stages;
+  };
+  const Want wants[] = {
+      {2048, 1, 2048, 2},   // bf16 V = 16384: 2 x 32 KB on one CTA
+      {2049, 2, 1025, 2},   //
+      {16032, 8, 2004, 2},  // bf16 V = 128256: 2 x 31.3 KB on eight CTAs
+      {16385, 8, 2049, 1},  // past 8 x 32 KB: one stage
+      {32000, 8, 4000, 1},  // bf16 V = 256000
+      {51201, 0, 0, 1},     // the row kernel
+  };
+  for (const Want& w : wants) {
+    const auto plan = slice_plan(w.packs, 8, tigon::cuda::cross_entropy::kSliceBytes, 2);
+    EXPECT_EQ(plan.cluster, w.cluster) << w.packs << " packs";
+    EXPECT_EQ(plan.slice_packs, w.slice_packs) << w.packs << " packs";
+    if (plan.cluster > 0) EXPECT_EQ(plan.stages, w.stages) << w.packs << " packs";
+    EXPECT_LE(plan.smem_bytes(), tigon::cuda::cross_entropy::kMaxSliceBytes);
   }
 }
 

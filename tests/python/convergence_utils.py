@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,9 +200,21 @@ def max_violation(
 
 
 def assert_runs_close(
-    ref: RunResult, got: RunResult, tol: Tolerances, what: str
+    ref: RunResult,
+    got: RunResult,
+    tol: Tolerances,
+    what: str,
+    exact: Callable[[], RunResult] | None = None,
 ) -> dict[str, float]:
     """Asserts every step's loss, the eval top-k log-probs and every parameter agree.
+
+    ``exact``: builds the same run in float64 (called only when needed). A parameter tensor
+    outside ``tol.params`` still passes when tigon is as accurate as the reference itself:
+    max |got - exact| <= 2 max |ref - exact|. AdamW divides each gradient by its running RMS, so
+    an element whose gradient is a cancellation (e.g. through a norm's backward, which removes
+    the component along its input) moves by order lr on rounding noise alone: the two float32
+    runs can differ there by more than any fixed tolerance while both sit equally far from the
+    float64 run.
 
     Returns, per quantity, the max |difference| and the max ratio to the tolerance (<= 1).
     """
@@ -223,8 +235,24 @@ def assert_runs_close(
     )
     assert ref.params.keys() == got.params.keys(), f"{what}: parameter names differ"
     worst["params"] = worst["params_ratio"] = 0.0
+    exact_run: RunResult | None = None
     for name, p_ref in ref.params.items():
         diff, ratio = max_violation(got.params[name].float(), p_ref.float(), tol.params)
+        if ratio > 1 and exact is not None:
+            exact_run = exact_run or exact()
+            x = exact_run.params[name].double()
+            err_got = (got.params[name].double() - x).abs().max().item()
+            err_ref = (p_ref.double() - x).abs().max().item()
+            assert err_got <= 2 * err_ref, (
+                f"{what}: parameter {name} differs by {diff:.3g} (tolerance {tol.params}) and is "
+                f"{err_got:.3g} from the float64 run, where the reference is {err_ref:.3g}"
+            )
+            print(
+                f"{what}: parameter {name} differs by {diff:.3g}, beyond {tol.params}; vs float64: "
+                f"tigon {err_got:.3g}, reference {err_ref:.3g} (as accurate: passes)"
+            )
+            worst["params_vs_float64"] = max(worst.get("params_vs_float64", 0.0), err_got / max(err_ref, 1e-30))
+            continue
         worst["params"] = max(worst["params"], diff)
         worst["params_ratio"] = max(worst["params_ratio"], ratio)
         assert ratio <= 1, f"{what}: parameter {name} differs by {diff:.3g}; tolerance {tol.params}"

@@ -21,7 +21,7 @@ import os
 # Deterministic cuBLAS on the GPU; must be set before the first cuBLAS handle is created.
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
-from collections.abc import Iterator  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -88,6 +88,33 @@ def _tolerances(dtype: torch.dtype) -> Tolerances:
     return FP32 if dtype == torch.float32 else BF16
 
 
+def _float64_run(
+    dtype: torch.dtype, make: Callable[[], RunResult]
+) -> Callable[[], RunResult] | None:
+    """For float32 runs: the plain-HF run in float64 (tigon's patches reverted first, they are
+    process-wide), the arbiter of assert_runs_close; None for bf16, whose tolerances are wide."""
+    if dtype != torch.float32:
+        return None
+
+    def exact() -> RunResult:
+        tt.revert_patches()
+        return make()
+
+    return exact
+
+
+def _plain_hf(
+    family: str,
+    device: str,
+    batches: list[torch.Tensor],
+    eval_batch: torch.Tensor,
+    dtype: torch.dtype,
+) -> RunResult:
+    """The plain-HF run in float64 with ``dtype``'s learning rate (for _float64_run)."""
+    model = build_model(family, dtype=torch.float64, device=device)
+    return train(model, batches, eval_batch, lr=LR[dtype])
+
+
 def _check_device(device: str) -> None:
     if device == "cuda" and not tigon.has_cuda_kernels():
         pytest.fail("a CUDA device is present but tigon was built without its CUDA kernels")
@@ -139,7 +166,8 @@ def test_convergence(family: str, kernels: str, device: str, dtype: torch.dtype)
     got = train(ours, batches, eval_batch, lr=LR[dtype])
     _assert_learned(ref)
     what = f"{family} {kernels} {device} {dtype}"
-    worst = assert_runs_close(ref, got, _tolerances(dtype), what)
+    exact = _float64_run(dtype, lambda: _plain_hf(family, device, batches, eval_batch, dtype))
+    worst = assert_runs_close(ref, got, _tolerances(dtype), what, exact)
     print(f"{what}: {_fmt(worst)}")
 
 
@@ -155,8 +183,9 @@ def test_convergence_gradient_checkpointing(family: str, device: str, dtype: tor
     ours = build_model(family, tigon="instance", dtype=dtype, device=device)
     ours.gradient_checkpointing_enable()
     got = train(ours, batches, eval_batch, lr=LR[dtype])
+    exact = _float64_run(dtype, lambda: _plain_hf(family, device, batches, eval_batch, dtype))
     worst = assert_runs_close(
-        ref, got, _tolerances(dtype), f"{family} checkpointing {device} {dtype}"
+        ref, got, _tolerances(dtype), f"{family} checkpointing {device} {dtype}", exact
     )
     print(f"{family} checkpointing {device} {dtype}: {_fmt(worst)}")
 
@@ -214,9 +243,9 @@ def test_convergence_lora(family: str, device: str, dtype: torch.dtype) -> None:
     peft = pytest.importorskip("peft")
     _check_device(device)
     batches, eval_batch = _data(device)
-    runs = []
-    for patch in (False, True):
-        base = build_model(family, dtype=dtype, device=device)
+
+    def run(patch: bool, run_dtype: torch.dtype) -> RunResult:
+        base = build_model(family, dtype=run_dtype, device=device)
         config = peft.LoraConfig(
             r=8, lora_alpha=16, target_modules="all-linear", modules_to_save=["norm"]
         )
@@ -226,8 +255,36 @@ def test_convergence_lora(family: str, device: str, dtype: torch.dtype) -> None:
             patched = tt.apply_tigon_kernel(family, model=model)
             assert any(".modules_to_save.default" in n for n in patched), sorted(patched)
             assert any(".original_module" in n for n in patched), sorted(patched)
-        runs.append(train(model, batches, eval_batch, lr=LR[dtype]))
-    ref, got = runs
+        return train(model, batches, eval_batch, lr=LR[dtype])
+
+    ref, got = run(False, dtype), run(True, dtype)
     _assert_learned(ref, by=0.1)
-    worst = assert_runs_close(ref, got, _tolerances(dtype), f"{family} LoRA {device} {dtype}")
+    worst = assert_runs_close(
+        ref, got, _tolerances(dtype), f"{family} LoRA {device} {dtype}",
+        exact=_float64_run(dtype, lambda: run(False, torch.float64)),
+    )
     print(f"{family} LoRA {device} {dtype}: {_fmt(worst)}")
+
+
+def test_float64_arbiter_of_parameter_differences() -> None:
+    """A parameter beyond the tolerance passes only when tigon is as close to float64 as HF is."""
+    tol = Tolerances(loss=(1e-6, 0), logprobs=(1e-6, 0), params=(1e-4, 0))
+    topk = torch.zeros(1)
+
+    def result(p: float) -> RunResult:
+        return RunResult([1.0], topk, {"w": torch.tensor([p, 0.5])})
+
+    ref, exact = result(1e-3), result(6e-4)
+    calls = []
+
+    def arbiter() -> RunResult:
+        calls.append(1)
+        return exact
+
+    assert assert_runs_close(ref, result(1.05e-3), tol, "within", arbiter)["params_ratio"] <= 1
+    assert not calls, "the float64 run is built only when a tolerance is exceeded"
+    assert_runs_close(ref, result(3e-4), tol, "as accurate", arbiter)  # 3e-4 from it, HF 4e-4
+    with pytest.raises(AssertionError, match="from the float64 run"):
+        assert_runs_close(ref, result(1.6e-3), tol, "worse", arbiter)  # 1e-3 vs HF's 4e-4
+    with pytest.raises(AssertionError, match="tolerance"):
+        assert_runs_close(ref, result(3e-4), tol, "no arbiter")

@@ -105,7 +105,7 @@ bool launch_slices_as(const RowParams& p, int device, cudaStream_t s) {
   const auto kernel = ce_slice_kernel<T, kMode, kPlain>;
   static std::atomic<std::uint64_t> configured{0};
   configure_once(kernel, configured, device, max_slice_bytes(device), true);
-  const std::size_t smem = static_cast<std::size_t>(p.slice_packs) * kSlicePackBytes;
+  const std::size_t smem = static_cast<std::size_t>(p.slice_packs) * kSlicePackBytes * p.stages;
   const std::int64_t resident = resident_clusters(reinterpret_cast<const void*>(kernel),
                                                   dim3(kSliceThreads), smem, p.cluster, device);
   if (resident < 1) return false;
@@ -152,6 +152,7 @@ void run_rows(const CrossEntropyArgs& a, RowParams p, int device, cudaStream_t s
       if (plan.cluster > 0) {
         p.cluster = plan.cluster;
         p.slice_packs = plan.slice_packs;
+        p.stages = plan.stages;
         if (launch_slices<T, kMode>(p, device, s)) return;
       }
     }
@@ -201,7 +202,7 @@ SlicePlan forward_slice_plan(const CrossEntropyArgs& a, int device) {
   const SliceTuning& t = slice_tuning();
   if (!t.slices || a.rows == 0 || !vector_rows(a, vec)) return {};
   const int max_cluster = clusters_available(device) ? t.max_cluster : 1;
-  const SlicePlan plan = slice_plan(a.vocab / vec, max_cluster, t.slice_bytes);
+  const SlicePlan plan = slice_plan(a.vocab / vec, max_cluster, t.slice_bytes, t.stages);
   return plan.smem_bytes() <= max_slice_bytes(device) ? plan : SlicePlan{};
 }
 

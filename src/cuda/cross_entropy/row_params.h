@@ -34,9 +34,11 @@ struct RowParams {
   // Two-pass row kernel: packs of each row kept in shared memory between the passes. Its dynamic
   // shared memory: the cp.async ring (kRingBytes, 16-byte path only), then the row cache.
   std::int64_t cache_packs;
-  // One-read slice kernel: CTAs per row (a thread-block cluster when > 1) and packs per CTA.
+  // One-read slice kernel: CTAs per row (a thread-block cluster when > 1), packs per CTA and
+  // rows held per CTA (slice_plan.h).
   int cluster;
   std::int64_t slice_packs;
+  int stages;
 };
 
 }  // namespace tigon::cuda::cross_entropy

@@ -7,10 +7,11 @@
 //         through distributed shared memory: every CTA of the cluster gets the same bits;
 //  pass 2 (kLossGrad) the gradient from the shared copy, written to global memory (possibly over
 //         the logits: no thread reads them back from global memory).
-// Clusters are persistent and stride over rows. Every thread reads only the shared-memory packs
-// it copied itself, so a pack's slot is refilled with the cluster's next row as soon as it has
-// been consumed (pass 2, or pass 1 without a gradient): the next row streams in while this one is
-// computed, and no CTA-wide barrier guards the slices.
+// Clusters are persistent and stride over rows. A CTA holds p.stages rows (slice_plan.h); every
+// thread reads only the shared-memory packs it copied itself, so a pack's slot is refilled with
+// the row p.stages rows later as soon as it has been consumed (pass 2, or pass 1 without a
+// gradient): later rows stream in while this one is computed, and no CTA-wide barrier guards the
+// slices.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -51,43 +52,54 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
   const int tid = static_cast<int>(threadIdx.x);
   // Step j of this thread: slice pack tid + j * B, i.e. row pack first + tid + j * B.
   const int steps = tid < count ? static_cast<int>((count - 1 - tid) / B) + 1 : 0;
+  const int stages = p.stages;
   T* const mine = slice + static_cast<std::ptrdiff_t>(tid) * P;
+  const std::ptrdiff_t stage_elems = static_cast<std::ptrdiff_t>(p.slice_packs) * P;
+  const auto slot = [&](int stage, int j) { return mine + stage * stage_elems + j * B * P; };
   const std::int64_t row_step = gridDim.x / cluster;
   const RowOptions o = row_options<kPlain>(p);
   const float scale_a = p.scales[2], scale_b = p.scales[3], weight_total = p.scales[4];
 
-  // One commit group per step and row, so a step's copy is complete once at most the groups
-  // committed after it are pending.
-  const auto load = [&](std::int64_t row, int j) {
+  // One commit group per step and row, committed in row order, so a step's copy is complete once
+  // at most the groups committed after it are pending.
+  const auto load = [&](int stage, std::int64_t row, int j) {
     const T* x = static_cast<const T*>(p.logits) + row * p.logits_row_stride;
-    async_copy_16(mine + j * B * P, x + (first + tid + static_cast<std::int64_t>(j) * B) * P);
+    async_copy_16(slot(stage, j), x + (first + tid + static_cast<std::int64_t>(j) * B) * P);
     async_commit();
   };
   std::int64_t row = blockIdx.x / cluster;
-  if (row < p.rows) {
-    for (int j = 0; j < steps; ++j) load(row, j);
+  for (int stage = 0; stage < stages; ++stage) {
+    const std::int64_t r = row + stage * row_step;
+    if (r >= p.rows) break;
+    for (int j = 0; j < steps; ++j) load(stage, r, j);
   }
 
   int parity = 0;
+  int stage = 0;
   std::int64_t y_next = row < p.rows ? p.target[row] : 0;
-  for (; row < p.rows; row += row_step) {
+  for (; row < p.rows; row += row_step, stage = stage + 1 == stages ? 0 : stage + 1) {
     const std::int64_t next = row + row_step;
-    const bool prefetch = next < p.rows;
+    // This stage's slots are refilled with `refill` as they are consumed.
+    const std::int64_t refill = row + stages * row_step;
+    const bool refills = refill < p.rows;
+    // Rows after this one already committed (the other stages').
+    const int ahead = static_cast<int>(
+        min(static_cast<std::int64_t>(stages - 1), (p.rows - 1 - row) / row_step));
     const std::int64_t y = y_next;
-    if (prefetch) y_next = p.target[next];  // needed at the next row's first pack
+    if (next < p.rows) y_next = p.target[next];  // needed at the next row's first pack
     const bool ignored = y == p.ignore_index;
     const bool in_range = y >= 0 && y < p.vocab;
     const float w_y = target_weight(o, y, in_range);
 
     PartState st;
     for (int j = 0; j < steps; ++j) {
-      // Committed after step j: this row's later steps, and (refilled in this loop when there is
-      // no pass 2) the next row's first j.
-      const bool refills = !kWritesGrad && prefetch;
-      async_wait_at_most(refills ? steps - 1 : steps - 1 - j);
-      const Pack<T, P> pk = load_pack<T, P>(mine + j * B * P);
+      // Committed after step j: this row's later steps, the rows ahead, and (refilled in this
+      // loop when there is no pass 2) the refill row's first j.
+      const bool refill_now = !kWritesGrad && refills;
+      async_wait_at_most(steps - 1 - j + ahead * steps + (refill_now ? j : 0));
+      const Pack<T, P> pk = load_pack<T, P>(slot(stage, j));
       accumulate_pack<T, P>(st, pk, first + tid + static_cast<std::int64_t>(j) * B, y, o);
-      if (refills) load(next, j);
+      if (refill_now) load(stage, refill, j);
     }
     st = block_merge(st, scratch);
     if (cluster > 1) {
@@ -114,10 +126,10 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
 #pragma unroll
           for (int i = 0; i < P; ++i) out[i] = math::from_float<T>(0.0f);
         } else {
-          grad_pack<T, P>(load_pack<T, P>(mine + j * B * P), k, y, w_y, o, r, out);
+          grad_pack<T, P>(load_pack<T, P>(slot(stage, j)), k, y, w_y, o, r, out);
         }
         store_pack_global<T, P>(g + k * P, out);
-        if (prefetch) load(next, j);  // the slot's pack is consumed: refill it
+        if (refills) load(stage, refill, j);  // the slot's pack is consumed: refill it
       }
     }
   }

@@ -18,34 +18,45 @@ inline constexpr std::size_t kSlicePackBytes = 16;         // the slice kernel's
 struct SlicePlan {
   int cluster = 0;  // CTAs per row (a thread-block cluster when > 1); 0: rows the kernel skips
   std::int64_t slice_packs = 0;  // 16-byte packs of a row per CTA (the last CTA may have fewer)
-  std::size_t smem_bytes() const { return static_cast<std::size_t>(slice_packs) * kSlicePackBytes; }
+  // Rows a CTA holds at once: 2 streams the next row in while the current one is computed, so a
+  // row's first pass never waits on copies issued only just before (the second pass of the row
+  // before); 1 refills a row's slots only as they are consumed.
+  int stages = 1;
+  std::size_t smem_bytes() const {
+    return static_cast<std::size_t>(slice_packs) * kSlicePackBytes * static_cast<std::size_t>(stages);
+  }
 };
 
 // Rows of `packs` 16-byte packs, clusters of up to `max_cluster` CTAs (1 without clusters),
-// preferred slices up to `slice_bytes`. bf16 rows: V <= 32768 one CTA, <= 65536 two, <= 131072
-// four (V = 128256: 62.6 KB slices), <= 262144 eight (256000: 62.5 KB); fp32 rows: half those;
-// then eight CTAs up to 100 KB slices.
+// `stages` rows per CTA whose slices together fit `slice_bytes` (else one stage). One stage:
+// bf16 rows V <= 32768 one CTA, <= 65536 two, <= 131072 four (V = 128256: 62.6 KB slices),
+// <= 262144 eight (256000: 62.5 KB); fp32 rows: half those; then eight CTAs up to 100 KB slices.
+// Two stages: half the slice per stage, e.g. V = 128256 on eight CTAs, 2 x 31.3 KB.
 inline SlicePlan slice_plan(std::int64_t packs, int max_cluster,
-                            std::size_t slice_bytes = kSliceBytes) {
+                            std::size_t slice_bytes = kSliceBytes, int stages = 1) {
   const auto slice = [&](int c) { return (packs + c - 1) / c; };
+  const std::size_t stage_bytes = slice_bytes / static_cast<std::size_t>(stages);
   for (int c = 1; c <= max_cluster; c *= 2) {
-    if (static_cast<std::size_t>(slice(c)) * kSlicePackBytes <= slice_bytes) return {c, slice(c)};
+    if (static_cast<std::size_t>(slice(c)) * kSlicePackBytes <= stage_bytes)
+      return {c, slice(c), stages};
   }
+  if (stages > 1) return slice_plan(packs, max_cluster, slice_bytes, 1);
   int largest = 1;
   while (largest * 2 <= max_cluster) largest *= 2;
   if (static_cast<std::size_t>(slice(largest)) * kSlicePackBytes <= kMaxSliceBytes)
-    return {largest, slice(largest)};
+    return {largest, slice(largest), 1};
   return {};
 }
 
 // TIGON_CROSS_ENTROPY_TUNING, a developer's override for one process (A/B runs without a
 // rebuild): slices=0 runs every row on the two-pass row kernel; max_cluster=1|2|4|8;
-// slice_kb=K prefers slices up to K KB (default 64, at most 100). Read once; malformed values
-// are errors.
+// slice_kb=K prefers slices up to K KB (default 64, at most 100); stages=1|2 rows per CTA. Read
+// once; malformed values are errors.
 struct SliceTuning {
   bool slices = true;
   int max_cluster = kMaxCluster;
   std::size_t slice_bytes = kSliceBytes;
+  int stages = 1;
 };
 const SliceTuning& slice_tuning();
 

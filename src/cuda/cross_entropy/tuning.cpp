@@ -25,8 +25,11 @@ void set(SliceTuning& t, std::string_view key, std::int64_t v) {
   } else if (key == "slice_kb") {
     if (v < 1 || static_cast<std::size_t>(v) * 1024 > kMaxSliceBytes) reject("1 to 100");
     t.slice_bytes = static_cast<std::size_t>(v) * 1024;
+  } else if (key == "stages") {
+    if (v != 1 && v != 2) reject("1 or 2");
+    t.stages = static_cast<int>(v);
   } else {
-    detail::throw_argument_error(kVariable, key, "slices, max_cluster or slice_kb",
+    detail::throw_argument_error(kVariable, key, "slices, max_cluster, slice_kb or stages",
                                  "an unknown key");
   }
 }
