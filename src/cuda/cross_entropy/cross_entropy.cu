@@ -190,6 +190,9 @@ RowParams row_params(const CrossEntropyArgs& a, const float* header, const float
   p.lse = a.lse;
   p.grad_loss = a.grad_loss;
   p.per_row_upstream = a.params.reduction == Reduction::kNone;
+  const cross_entropy::SliceTuning& t = cross_entropy::slice_tuning();
+  p.l2_hints = t.l2_hints;
+  p.reverse_second_pass = t.reverse_second_pass;
   return p;
 }
 

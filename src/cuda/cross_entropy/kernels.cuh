@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "cuda/common/async_copy.cuh"
+#include "cuda/common/l2_policy.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/cross_entropy/row_math.cuh"
@@ -120,6 +121,21 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
+// A gradient pack to global memory; under an L2 policy where `hinted` and the pack is 16 bytes.
+template <typename T, int P>
+__device__ __forceinline__ void store_gradient(T* dst, const T (&out)[P], bool hinted,
+                                               std::uint64_t policy) {
+  if constexpr (sizeof(T) * P == 16) {
+    if (hinted) {
+      PackWords<T, P> w;
+      vector_detail::words_of<T, P>(out, w);
+      store_16_hinted(dst, w[0], w[1], w[2], w[3], policy);
+      return;
+    }
+  }
+  store_pack<T, P>(dst, out);
+}
+
 // kPlain: no softcap, no label smoothing, no class weights (the common case). Those options are
 // then compile-time constants and the per-element loops are a load, an FFMA, an ex2 and an add
 // (pass 1) or an FFMA, an ex2 and an FMUL (pass 2): the kernel stays memory-bound.
@@ -135,6 +151,8 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
   const std::int64_t packs = p.vocab / P;
   const RowOptions o = row_options<kPlain>(p);
   const float scale_a = p.scales[2], scale_b = p.scales[3], weight_total = p.scales[4];
+  const std::uint64_t reread = p.l2_hints ? l2_evict_last_policy() : 0;
+  const std::uint64_t read_once = p.l2_hints ? l2_evict_first_policy() : 0;
 
   for (std::int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const T* x = static_cast<const T*>(p.logits) + row * p.logits_row_stride;
@@ -158,16 +176,25 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
           return k < p.cache_packs ? cache + k * P
                                    : ring + ((j % kAhead) * kRowThreads + threadIdx.x) * P;
         };
+        // Pass 2 re-reads from global memory exactly the packs pass 1 did not cache.
+        const auto copy = [&](std::int64_t j) {
+          const std::int64_t k = first + j * kRowThreads;
+          if (p.l2_hints) {
+            async_copy_16_hinted(staged(j), x + k * P, k < p.cache_packs ? read_once : reread);
+          } else {
+            async_copy_16(staged(j), x + k * P);
+          }
+        };
 #pragma unroll
         for (int j = 0; j < kAhead; ++j) {
-          if (j < steps) async_copy_16(staged(j), x + (first + j * kRowThreads) * P);
+          if (j < steps) copy(j);
           async_commit();
         }
         for (std::int64_t j = 0; j < steps; ++j) {
           async_wait<kAhead - 1>();  // step j has landed; the next kAhead - 1 may be in flight
           accumulate_pack<T, P>(st, load_pack<T, P>(staged(j)), first + j * kRowThreads, y, o);
           const std::int64_t next = j + kAhead;
-          if (next < steps) async_copy_16(staged(next), x + (first + next * kRowThreads) * P);
+          if (next < steps) copy(next);
           async_commit();  // always one group per step, so the wait count above stays exact
         }
       } else {
@@ -214,7 +241,10 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
       math::CeRow r = math::ce_row(lse, o.softcap, p.label_smoothing, p.lse_square_scale, w_y,
                                    weight_total, p.vocab, a, b);
       r.one_minus_p_y = one_minus_p_y;
-      for (std::int64_t k0 = threadIdx.x; k0 < packs; k0 += kUnroll * kRowThreads) {
+      constexpr std::int64_t kGroup = kUnroll * kRowThreads;
+      const std::int64_t groups = (packs + kGroup - 1) / kGroup;
+      for (std::int64_t i = 0; i < groups; ++i) {
+        const std::int64_t k0 = threadIdx.x + (p.reverse_second_pass ? groups - 1 - i : i) * kGroup;
         Pack<T, P> pk[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -234,7 +264,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
           } else {
             grad_pack<T, P>(pk[u], k, y, w_y, o, r, out);
           }
-          store_pack<T, P>(g + k * P, out);
+          store_gradient<T, P>(g + k * P, out, p.l2_hints, read_once);
         }
       }
     }

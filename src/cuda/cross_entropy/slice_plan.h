@@ -23,7 +23,8 @@ struct SlicePlan {
   // before); 1 refills a row's slots only as they are consumed.
   int stages = 1;
   std::size_t smem_bytes() const {
-    return static_cast<std::size_t>(slice_packs) * kSlicePackBytes * static_cast<std::size_t>(stages);
+    return static_cast<std::size_t>(slice_packs) * kSlicePackBytes *
+           static_cast<std::size_t>(stages);
   }
 };
 
@@ -50,13 +51,15 @@ inline SlicePlan slice_plan(std::int64_t packs, int max_cluster,
 
 // TIGON_CROSS_ENTROPY_TUNING, a developer's override for one process (A/B runs without a
 // rebuild): slices=0 runs every row on the two-pass row kernel; max_cluster=1|2|4|8;
-// slice_kb=K prefers slices up to K KB (default 64, at most 100); stages=1|2 rows per CTA. Read
-// once; malformed values are errors.
+// slice_kb=K prefers slices up to K KB (default 64, at most 100); stages=1|2 rows per CTA; for
+// the row kernel l2_hints=0|1 and reverse=0|1 (RowParams). Read once; malformed values are errors.
 struct SliceTuning {
   bool slices = true;
   int max_cluster = kMaxCluster;
   std::size_t slice_bytes = kSliceBytes;
   int stages = 1;
+  bool l2_hints = false;
+  bool reverse_second_pass = false;
 };
 const SliceTuning& slice_tuning();
 
