@@ -206,6 +206,7 @@ SlicePlan forward_slice_plan(const CrossEntropyArgs& a, int device) {
   if (!t.slices || a.rows == 0 || !vector_rows(a, vec)) return {};
   const int max_cluster = clusters_available(device) ? t.max_cluster : 1;
   const SlicePlan plan = slice_plan(a.vocab / vec, max_cluster, t.slice_bytes, t.stages);
+  if (plan.cluster > t.row_kernel_above_cluster) return {};
   return plan.smem_bytes() <= max_slice_bytes(device) ? plan : SlicePlan{};
 }
 

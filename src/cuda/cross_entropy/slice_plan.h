@@ -13,7 +13,13 @@ namespace tigon::cuda::cross_entropy {
 inline constexpr std::size_t kSliceBytes = 64 * 1024;      // three CTAs per SM (228 KB)
 inline constexpr std::size_t kMaxSliceBytes = 100 * 1024;  // two CTAs per SM
 inline constexpr int kMaxCluster = 8;                      // the portable cluster size limit
-inline constexpr std::size_t kSlicePackBytes = 16;         // the slice kernel's pack
+// Rows whose slice plan needs clusters larger than this run the two-pass row kernel instead (bf16
+// V > 65536, fp32 V > 32768): with L2 eviction hints and a reversed second pass, whose re-read
+// hits in L2, it is the faster one there (H200, bf16 forward + gradient, 8192 x 128256: 1.42 vs
+// 1.66 ms; 4096 x 256000: 1.50 vs 1.72 ms). Loss-only rows follow the same rule, so that a loss
+// has the same bits with and without its gradient.
+inline constexpr int kRowKernelAboveCluster = 2;
+inline constexpr std::size_t kSlicePackBytes = 16;  // the slice kernel's pack
 
 struct SlicePlan {
   int cluster = 0;  // CTAs per row (a thread-block cluster when > 1); 0: rows the kernel skips
@@ -50,23 +56,27 @@ inline SlicePlan slice_plan(std::int64_t packs, int max_cluster,
 }
 
 // TIGON_CROSS_ENTROPY_TUNING, a developer's override for one process (A/B runs without a
-// rebuild): slices=0 runs every row on the two-pass row kernel; max_cluster=1|2|4|8;
-// slice_kb=K prefers slices up to K KB (default 64, at most 100); stages=1|2 rows per CTA; for
-// the row kernel l2_hints=0|1 and reverse=0|1 (RowParams). Read once; malformed values are errors.
+// rebuild): slices=0 runs every row on the two-pass row kernel; max_cluster=1|2|4|8 bounds the
+// plan's clusters; row_above=1|2|4|8 sends rows whose plan has larger clusters to the row kernel
+// (default 2; 8: the slice kernel wherever it fits); slice_kb=K prefers slices up to K KB (default
+// 64, at most 100); stages=1|2 rows per CTA; for the row kernel l2_hints=0|1 and reverse=0|1
+// (RowParams, default 1). Read once; malformed values are errors.
 struct SliceTuning {
   bool slices = true;
   int max_cluster = kMaxCluster;
+  int row_kernel_above_cluster = kRowKernelAboveCluster;
   std::size_t slice_bytes = kSliceBytes;
   int stages = 1;
-  bool l2_hints = false;
-  bool reverse_second_pass = false;
+  bool l2_hints = true;
+  bool reverse_second_pass = true;
 };
 const SliceTuning& slice_tuning();
 
 // The plan for the forward rows of `a` on `device`: cluster 0 unless the rows are 16-byte
-// vectorizable (V, strides and pointers) and fit; clusters only where the device runs this
-// library's sm_90 code. forward_rows launches the slice kernel exactly when cluster > 0 (and falls
-// back to the row kernel only if not even one cluster of it fits on the device).
+// vectorizable (V, strides and pointers) and fit in at most row_kernel_above_cluster CTAs;
+// clusters only where the device runs this library's sm_90 code. forward_rows launches the slice
+// kernel exactly when cluster > 0 (and falls back to the row kernel only if not even one cluster of
+// it fits on the device).
 SlicePlan forward_slice_plan(const detail::CrossEntropyArgs& a, int device);
 
 }  // namespace tigon::cuda::cross_entropy

@@ -19,9 +19,9 @@ void set(SliceTuning& t, std::string_view key, std::int64_t v) {
   };
   if (key == "slices") {
     t.slices = v != 0;
-  } else if (key == "max_cluster") {
+  } else if (key == "max_cluster" || key == "row_above") {
     if (v != 1 && v != 2 && v != 4 && v != 8) reject("1, 2, 4 or 8");
-    t.max_cluster = static_cast<int>(v);
+    (key == "max_cluster" ? t.max_cluster : t.row_kernel_above_cluster) = static_cast<int>(v);
   } else if (key == "slice_kb") {
     if (v < 1 || static_cast<std::size_t>(v) * 1024 > kMaxSliceBytes) reject("1 to 100");
     t.slice_bytes = static_cast<std::size_t>(v) * 1024;
@@ -32,9 +32,9 @@ void set(SliceTuning& t, std::string_view key, std::int64_t v) {
     if (v != 0 && v != 1) reject("0 or 1");
     (key == "l2_hints" ? t.l2_hints : t.reverse_second_pass) = v != 0;
   } else {
-    detail::throw_argument_error(kVariable, key,
-                                 "slices, max_cluster, slice_kb, stages, l2_hints or reverse",
-                                 "an unknown key");
+    detail::throw_argument_error(
+        kVariable, key, "slices, max_cluster, row_above, slice_kb, stages, l2_hints or reverse",
+        "an unknown key");
   }
 }
 
