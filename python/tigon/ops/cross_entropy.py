@@ -162,6 +162,7 @@ class _CrossEntropyInPlace(torch.autograd.Function):
         )
         ctx.save_for_backward(logits)
         ctx.mark_non_differentiable(z_loss)
+        ctx.set_materialize_grads(False)  # no zero "gradient" of z_loss (an allocation and a fill)
         return loss, z_loss
 
     @staticmethod
