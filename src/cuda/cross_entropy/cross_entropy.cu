@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <string>
 
+#include "core/check.h"
 #include "core/dispatch.h"
 #include "cuda/common/clusters.h"
 #include "cuda/common/cuda_check.h"
@@ -144,6 +146,9 @@ bool vector_rows(const CrossEntropyArgs& a, std::int64_t vec) {
 
 template <RowMode kMode>
 void run_rows(const CrossEntropyArgs& a, RowParams p, int device, cudaStream_t s) {
+  // The kernels index classes within a row in 32 bits (rows: 64-bit).
+  TIGON_CHECK_ARG(a.vocab <= INT32_MAX, "tigon::cross_entropy (CUDA)", "logits",
+                  "a vocabulary (last dimension) below 2^31", std::to_string(a.vocab));
   detail::dispatch_dtype(a.logits_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = static_cast<int>(16 / sizeof(T));

@@ -28,6 +28,14 @@
 
 namespace tigon::cuda::cross_entropy {
 
+// A value the compiler must keep in a register from here on (it cannot see through the empty asm,
+// so it cannot rematerialize the computation that produced it).
+template <typename V>
+__device__ __forceinline__ V* in_register(V* v) {
+  asm("" : "+l"(v));
+  return v;
+}
+
 inline constexpr int kRowThreads = 512;
 inline constexpr int kReduceThreads = 1024;
 inline constexpr int kUnroll = 2;  // packs loaded before any is used: bytes in flight per thread
@@ -148,18 +156,25 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
   T* ring = reinterpret_cast<T*>(cache_bytes);
   T* cache = reinterpret_cast<T*>(cache_bytes + (kStreamed ? kRingBytes : 0));
   constexpr bool kWritesGrad = kMode != RowMode::kLoss;
-  const std::int64_t packs = p.vocab / P;
+  // Pack indices within a row are 32-bit (V < 2^31, checked by the launcher): 64-bit index math
+  // per pack would cost more integer instructions than the pack's softmax and raise the register
+  // count past the kernel's 64-register bound (the compiler then recomputes addresses).
+  const int packs = static_cast<int>(p.vocab / P);
+  const int cache_packs = static_cast<int>(p.cache_packs);
   const RowOptions o = row_options<kPlain>(p);
   const float scale_a = p.scales[2], scale_b = p.scales[3], weight_total = p.scales[4];
   const std::uint64_t reread = p.l2_hints ? l2_evict_last_policy() : 0;
   const std::uint64_t read_once = p.l2_hints ? l2_evict_first_policy() : 0;
 
   for (std::int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const T* x = static_cast<const T*>(p.logits) + row * p.logits_row_stride;
+    // Row pointers pinned in registers: the compiler would otherwise recompute row * stride (a
+    // 64-bit multiply) at every pack to save the two registers.
+    const T* x = in_register(static_cast<const T*>(p.logits) + row * p.logits_row_stride);
     const std::int64_t y = p.target[row];
     const bool ignored = y == p.ignore_index;
     const bool in_range = y >= 0 && y < p.vocab;
     const float w_y = target_weight(o, y, in_range);
+    const TargetSlot ts = target_slot<P>(y, in_range);
     float lse = 0.0f, one_minus_p_y = -1.0f;
 
     if constexpr (kForward) {
@@ -168,19 +183,17 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
         // Step j is pack k = threadIdx.x + j * kRowThreads: into the row cache when k is cached
         // (pass 2 reads it there), else into ring slot j % kAhead. Each thread reads back only its
         // own copies (no barrier); a slot is refilled right after its pack was consumed.
-        const std::int64_t first = threadIdx.x;
-        const std::int64_t steps =
-            first < packs ? (packs - 1 - first) / kRowThreads + 1 : std::int64_t{0};
-        const auto staged = [&](std::int64_t j) -> T* {
-          const std::int64_t k = first + j * kRowThreads;
-          return k < p.cache_packs ? cache + k * P
-                                   : ring + ((j % kAhead) * kRowThreads + threadIdx.x) * P;
+        const int first = static_cast<int>(threadIdx.x);
+        const int steps = first < packs ? (packs - 1 - first) / kRowThreads + 1 : 0;
+        const auto staged = [&](int j) -> T* {
+          const int k = first + j * kRowThreads;
+          return k < cache_packs ? cache + k * P : ring + ((j % kAhead) * kRowThreads + first) * P;
         };
         // Pass 2 re-reads from global memory exactly the packs pass 1 did not cache.
-        const auto copy = [&](std::int64_t j) {
-          const std::int64_t k = first + j * kRowThreads;
+        const auto copy = [&](int j) {
+          const int k = first + j * kRowThreads;
           if (p.l2_hints) {
-            async_copy_16_hinted(staged(j), x + k * P, k < p.cache_packs ? read_once : reread);
+            async_copy_16_hinted(staged(j), x + k * P, k < cache_packs ? read_once : reread);
           } else {
             async_copy_16(staged(j), x + k * P);
           }
@@ -190,34 +203,35 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
           if (j < steps) copy(j);
           async_commit();
         }
-        for (std::int64_t j = 0; j < steps; ++j) {
+        for (int j = 0; j < steps; ++j) {
           async_wait<kAhead - 1>();  // step j has landed; the next kAhead - 1 may be in flight
-          accumulate_pack<T, P>(st, load_pack<T, P>(staged(j)), first + j * kRowThreads, y, o);
-          const std::int64_t next = j + kAhead;
+          const int k = first + j * kRowThreads;
+          accumulate_pack<T, P>(st, load_pack<T, P>(staged(j)), k, target_lane(ts, k), o);
+          const int next = j + kAhead;
           if (next < steps) copy(next);
           async_commit();  // always one group per step, so the wait count above stays exact
         }
       } else {
-        for (std::int64_t k0 = threadIdx.x; k0 < packs; k0 += kUnroll * kRowThreads) {
+        for (int k0 = static_cast<int>(threadIdx.x); k0 < packs; k0 += kUnroll * kRowThreads) {
           Pack<T, P> pk[kUnroll];
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u) {
-            const std::int64_t k = k0 + u * kRowThreads;
+            const int k = k0 + u * kRowThreads;
             if (k < packs) pk[u] = load_pack<T, P>(x + k * P);
           }
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u) {
-            const std::int64_t k = k0 + u * kRowThreads;
+            const int k = k0 + u * kRowThreads;
             if (k >= packs) break;
             if constexpr (kWritesGrad) {
-              if (k < p.cache_packs) {
+              if (k < cache_packs) {
                 T v[P];
 #pragma unroll
                 for (int i = 0; i < P; ++i) v[i] = pk[u].at(i);
                 store_pack<T, P>(cache + k * P, v);
               }
             }
-            accumulate_pack<T, P>(st, pk[u], k, y, o);
+            accumulate_pack<T, P>(st, pk[u], k, target_lane(ts, k), o);
           }
         }
       }
@@ -231,7 +245,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
 
     if constexpr (kWritesGrad) {
       if constexpr (kForward) __syncthreads();  // the shared-memory copy of the row is complete
-      T* g = static_cast<T*>(p.grad) + row * p.grad_row_stride;
+      T* g = in_register(static_cast<T*>(p.grad) + row * p.grad_row_stride);
       float a = scale_a, b = scale_b;
       if constexpr (!kForward) {
         const float up = p.grad_loss[p.per_row_upstream ? row : 0];
@@ -241,28 +255,29 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
       math::CeRow r = math::ce_row(lse, o.softcap, p.label_smoothing, p.lse_square_scale, w_y,
                                    weight_total, p.vocab, a, b);
       r.one_minus_p_y = one_minus_p_y;
-      constexpr std::int64_t kGroup = kUnroll * kRowThreads;
-      const std::int64_t groups = (packs + kGroup - 1) / kGroup;
-      for (std::int64_t i = 0; i < groups; ++i) {
-        const std::int64_t k0 = threadIdx.x + (p.reverse_second_pass ? groups - 1 - i : i) * kGroup;
+      constexpr int kGroup = kUnroll * kRowThreads;
+      const int groups = (packs + kGroup - 1) / kGroup;
+      for (int i = 0; i < groups; ++i) {
+        const int k0 =
+            static_cast<int>(threadIdx.x) + (p.reverse_second_pass ? groups - 1 - i : i) * kGroup;
         Pack<T, P> pk[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          const std::int64_t k = k0 + u * kRowThreads;
+          const int k = k0 + u * kRowThreads;
           if (k < packs && !ignored) {
-            pk[u] = k < p.cache_packs ? load_pack<T, P>(cache + k * P) : load_pack<T, P>(x + k * P);
+            pk[u] = k < cache_packs ? load_pack<T, P>(cache + k * P) : load_pack<T, P>(x + k * P);
           }
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          const std::int64_t k = k0 + u * kRowThreads;
+          const int k = k0 + u * kRowThreads;
           if (k >= packs) break;
           T out[P];
           if (ignored) {
 #pragma unroll
             for (int i = 0; i < P; ++i) out[i] = math::from_float<T>(0.0f);
           } else {
-            grad_pack<T, P>(pk[u], k, y, w_y, o, r, out);
+            grad_pack<T, P>(pk[u], k, target_lane(ts, k), w_y, o, r, out);
           }
           store_gradient<T, P>(g + k * P, out, p.l2_hints, read_once);
         }

@@ -88,20 +88,31 @@ __device__ __forceinline__ PartState block_merge(PartState s, float* scratch) {
   return total;
 }
 
-// The position of the row's target within pack k (-1 if elsewhere): compared once per pack, so
-// the per-element loops carry no 64-bit index arithmetic.
+// Where a row's target class lies in packs of P (pack -1: nowhere, for an out-of-range target),
+// found once per row, so that per pack one integer compare tells whether the pack holds it and the
+// per-element loops carry no 64-bit index arithmetic.
+struct TargetSlot {
+  int pack = -1;  // 32-bit: V < 2^31 on CUDA (checked by the launcher)
+  int lane = 0;
+};
+
 template <int P>
-__device__ __forceinline__ int target_in_pack(std::int64_t y, std::int64_t k) {
-  const std::int64_t first = k * P;
-  return y >= first && y < first + P ? static_cast<int>(y - first) : -1;
+__device__ __forceinline__ TargetSlot target_slot(std::int64_t y, bool in_range) {
+  return in_range ? TargetSlot{static_cast<int>(y / P), static_cast<int>(y % P)} : TargetSlot{};
+}
+
+// The target's position within pack k, -1 if the pack does not hold it.
+template <typename Index>
+__device__ __forceinline__ int target_lane(const TargetSlot& t, Index k) {
+  return k == t.pack ? t.lane : -1;
 }
 
 // Adds pack k of the row (its P logits) to a part's state: online max and sum of exp in base 2,
-// the smoothing sum, and the target's capped logit, whose exp stays out of the sum (added by
-// ce_target_terms). Per element an FFMA, an ex2 and an add for plain rows.
-template <typename T, int P>
-__device__ __forceinline__ void accumulate_pack(PartState& st, const Pack<T, P>& pk, std::int64_t k,
-                                                std::int64_t y, const RowOptions& o) {
+// the smoothing sum, and the target's capped logit (`target`: its lane in this pack, or -1), whose
+// exp stays out of the sum (added by ce_target_terms). Per element an FFMA, an ex2 and an add for plain rows.
+template <typename T, int P, typename Index>
+__device__ __forceinline__ void accumulate_pack(PartState& st, const Pack<T, P>& pk, Index k,
+                                                int target, const RowOptions& o) {
   float c[P];
   float pm = -INFINITY;
 #pragma unroll
@@ -110,15 +121,17 @@ __device__ __forceinline__ void accumulate_pack(PartState& st, const Pack<T, P>&
     pm = fmaxf(pm, c[i]);
   }
   math::OnlineLse& s = st.lse;
-  if (pm > s.max) {
-    s.sum = s.max == -INFINITY ? 0.0f : s.sum * math::fast_exp2((s.max - pm) * math::kLog2e);
-    s.max = pm;
-  }
+  // Selects, not a branch: across a branch the compiler keeps no pack values in registers and
+  // unpacks them again (integer instructions, which this loop is short of). While the max is
+  // -inf the sum is 0 (or NaN, which stays NaN), so 2^-inf = 0 rescales it correctly.
+  const bool grows = pm > s.max;
+  const float rescale = math::fast_exp2((s.max - pm) * math::kLog2e);
+  s.sum = grows ? s.sum * rescale : s.sum;
+  s.max = grows ? pm : s.max;
   const float m_log2 = (s.max == -INFINITY ? 0.0f : s.max) * math::kLog2e;
   float e[P];
 #pragma unroll
   for (int i = 0; i < P; ++i) e[i] = math::fast_exp2(c[i] * math::kLog2e - m_log2);
-  const int target = target_in_pack<P>(y, k);
   if (target >= 0) {
 #pragma unroll
     for (int i = 0; i < P; ++i) {
@@ -135,11 +148,11 @@ __device__ __forceinline__ void accumulate_pack(PartState& st, const Pack<T, P>&
 }
 
 // The gradient of pack k (dc_j times the cap's derivative; the target's from ce_grad_target),
-// rounded once to T. Per element an FFMA, an ex2 and an FMUL for plain rows.
-template <typename T, int P>
-__device__ __forceinline__ void grad_pack(const Pack<T, P>& pk, std::int64_t k, std::int64_t y,
-                                          float w_y, const RowOptions& o, const math::CeRow& r,
-                                          T (&out)[P]) {
+// rounded once to T (`target`: the target's lane in this pack, or -1). Per element an FFMA, an
+// ex2 and an FMUL for plain rows.
+template <typename T, int P, typename Index>
+__device__ __forceinline__ void grad_pack(const Pack<T, P>& pk, Index k, int target, float w_y,
+                                          const RowOptions& o, const math::CeRow& r, T (&out)[P]) {
   float v[P];
 #pragma unroll
   for (int i = 0; i < P; ++i) {
@@ -147,7 +160,6 @@ __device__ __forceinline__ void grad_pack(const Pack<T, P>& pk, std::int64_t k, 
     const float w_j = o.weights ? o.weights[k * P + i] : 1.0f;
     v[i] = math::ce_grad(c, w_j, r) * math::cap_derivative(c, o.softcap, o.inv_softcap);
   }
-  const int target = target_in_pack<P>(y, k);
   if (target >= 0) {
 #pragma unroll
     for (int i = 0; i < P; ++i) {

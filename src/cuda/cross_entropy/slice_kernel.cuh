@@ -90,6 +90,7 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
     const bool ignored = y == p.ignore_index;
     const bool in_range = y >= 0 && y < p.vocab;
     const float w_y = target_weight(o, y, in_range);
+    const TargetSlot ts = target_slot<P>(y, in_range);
 
     PartState st;
     for (int j = 0; j < steps; ++j) {
@@ -98,7 +99,8 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
       const bool refill_now = !kWritesGrad && refills;
       async_wait_at_most(steps - 1 - j + ahead * steps + (refill_now ? j : 0));
       const Pack<T, P> pk = load_pack<T, P>(slot(stage, j));
-      accumulate_pack<T, P>(st, pk, first + tid + static_cast<std::int64_t>(j) * B, y, o);
+      const std::int64_t k = first + tid + static_cast<std::int64_t>(j) * B;
+      accumulate_pack<T, P>(st, pk, k, target_lane(ts, k), o);
       if (refill_now) load(stage, refill, j);
     }
     st = block_merge(st, scratch);
@@ -126,7 +128,7 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
 #pragma unroll
           for (int i = 0; i < P; ++i) out[i] = math::from_float<T>(0.0f);
         } else {
-          grad_pack<T, P>(load_pack<T, P>(slot(stage, j)), k, y, w_y, o, r, out);
+          grad_pack<T, P>(load_pack<T, P>(slot(stage, j)), k, target_lane(ts, k), w_y, o, r, out);
         }
         store_pack_global<T, P>(g + k * P, out);
         if (refills) load(stage, refill, j);  // the slot's pack is consumed: refill it
