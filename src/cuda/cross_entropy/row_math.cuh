@@ -109,7 +109,8 @@ __device__ __forceinline__ int target_lane(const TargetSlot& t, Index k) {
 
 // Adds pack k of the row (its P logits) to a part's state: online max and sum of exp in base 2,
 // the smoothing sum, and the target's capped logit (`target`: its lane in this pack, or -1), whose
-// exp stays out of the sum (added by ce_target_terms). Per element an FFMA, an ex2 and an add for plain rows.
+// exp stays out of the sum (added by ce_target_terms). Per element an FFMA, an ex2 and an add for
+// plain rows.
 template <typename T, int P, typename Index>
 __device__ __forceinline__ void accumulate_pack(PartState& st, const Pack<T, P>& pk, Index k,
                                                 int target, const RowOptions& o) {

@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
     const std::int64_t refill = row + stages * row_step;
     const bool refills = refill < p.rows;
     // Rows after this one already committed (the other stages').
-    const int ahead = static_cast<int>(
-        min(static_cast<std::int64_t>(stages - 1), (p.rows - 1 - row) / row_step));
+    const int ahead =
+        static_cast<int>(min(static_cast<std::int64_t>(stages - 1), (p.rows - 1 - row) / row_step));
     const std::int64_t y = y_next;
     if (next < p.rows) y_next = p.target[next];  // needed at the next row's first pack
     const bool ignored = y == p.ignore_index;
