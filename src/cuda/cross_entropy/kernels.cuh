@@ -29,7 +29,9 @@
 namespace tigon::cuda::cross_entropy {
 
 // A value the compiler must keep in a register from here on (it cannot see through the empty asm,
-// so it cannot rematerialize the computation that produced it).
+// so it cannot rematerialize the computation that produced it). A pointer out of it is no longer
+// known to be global, so pass 2's loads become generic LD rather than LDG: measured faster here
+// (H200, 8192 x 128256 in place: 1.339 ms against 1.385 ms pinning the row offset instead).
 template <typename V>
 __device__ __forceinline__ V* in_register(V* v) {
   asm("" : "+l"(v));
