@@ -36,7 +36,9 @@ struct OnlineLse {
   // Merges another partial state (same row): exact max, sums rescaled to the common max.
   TIGON_HD void merge(const OnlineLse& o) {
     const float m = fmaxf(max, o.max);
-    if (m == -INFINITY) {  // both empty (or all -inf): nothing to rescale
+    // Both empty (or all -inf): nothing to rescale. fmaxf drops a NaN max, so a NaN logit merged
+    // into an empty state must not return here: it goes on and makes the sum NaN (as torch does).
+    if (m == -INFINITY && !std::isnan(max) && !std::isnan(o.max)) {
       weighted_sum += o.weighted_sum;
       return;
     }

@@ -401,6 +401,22 @@ TEST(CrossEntropy, OutOfRangeTargetGivesNaN) {
   EXPECT_FALSE(std::isnan(run.loss[1]));
 }
 
+// A NaN logit makes its row's loss NaN (as torch), also when only -inf logits come before it
+// (the running max is still -inf when it is merged) and wherever it falls among the lanes.
+TEST(CrossEntropy, NanLogitAfterNegativeInfinityGivesNaN) {
+  for (std::int64_t nan_col = 0; nan_col < 20; ++nan_col) {
+    Problem pr;
+    pr.p.reduction = Reduction::kNone;
+    pr.ignored_rows = 0;
+    CrossEntropy ce(pr);
+    for (std::int64_t j = 0; j < nan_col; ++j) ce.mutable_x().set(1, j, -INFINITY);
+    ce.mutable_x().set(1, nan_col, NAN);
+    const CeRun run = ce.forward(true);
+    EXPECT_TRUE(std::isnan(run.loss[1])) << "NaN at column " << nan_col;
+    EXPECT_FALSE(std::isnan(run.loss[0]));
+  }
+}
+
 TEST(CrossEntropyErrors, NameTheArgument) {
   Problem pr;
   CrossEntropy ce(pr);

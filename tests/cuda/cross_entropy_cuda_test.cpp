@@ -56,6 +56,7 @@ struct Case {
   bool all_ignored = false;
   std::vector<std::int64_t> targets;  // targets of the first non-ignored rows (else random)
   int cluster = -1;  // expected slice-kernel cluster on sm_90 (0: the row kernel; -1: unchecked)
+  bool nan_after_neg_inf = false;  // row 1 starts with seven -inf logits, then a NaN
 };
 
 struct Outputs {
@@ -79,6 +80,10 @@ class Problem {
     if (c.all_ignored) y_.assign(c.n, c.p.ignore_index);
     std::uniform_real_distribution<float> u(0.2f, 2.0f);
     for (std::int64_t j = 0; c.weighted && j < c.v; ++j) w_.push_back(u(rng));
+    if (c.nan_after_neg_inf) {
+      for (std::int64_t j = 0; j < 7; ++j) x_.set(1, j, -INFINITY);
+      x_.set(1, 7, NAN);
+    }
   }
 
   std::int64_t loss_n() const { return c_.p.reduction == Reduction::kNone ? c_.n : 1; }
@@ -460,6 +465,27 @@ TEST(CrossEntropySlicePlan, TwoStages) {
     EXPECT_EQ(plan.slice_packs, w.slice_packs) << w.packs << " packs";
     if (plan.cluster > 0) EXPECT_EQ(plan.stages, w.stages) << w.packs << " packs";
     EXPECT_LE(plan.smem_bytes(), tigon::cuda::cross_entropy::kMaxSliceBytes);
+  }
+}
+
+// A NaN logit makes its row's loss NaN on both backends, also where it follows only -inf logits
+// (the online max is still -inf when it arrives), in the row kernel and in the slice kernel.
+TEST(CrossEntropyCudaEdge, NanAfterNegativeInfinityGivesNan) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  for (std::int64_t v : {std::int64_t{1000}, std::int64_t{128256}}) {
+    Case c;
+    c.n = 3;
+    c.v = v;
+    c.p.reduction = Reduction::kNone;
+    c.nan_after_neg_inf = true;
+    Problem pr(c);
+    for (bool grad : {false, true}) {
+      const Outputs want = pr.cpu(grad), got = pr.gpu(grad, false);
+      EXPECT_TRUE(std::isnan(want.loss[1])) << "V " << v;
+      EXPECT_TRUE(std::isnan(got.loss[1])) << "V " << v << (grad ? " with" : " without") << " grad";
+      EXPECT_EQ(got.loss[0], 0.0f);  // row 0 is ignored
+      EXPECT_NEAR(got.loss[2], want.loss[2], 1e-5 * std::abs(want.loss[2]));
+    }
   }
 }
 
