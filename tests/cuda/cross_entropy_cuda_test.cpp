@@ -489,6 +489,30 @@ TEST(CrossEntropyCudaEdge, NanAfterNegativeInfinityGivesNan) {
   }
 }
 
+// The CUDA kernels index a row's classes in 32 bits: a larger vocabulary is refused by name before
+// any kernel reads the logits (so a small buffer stands in for a 2 GB row here).
+TEST(CrossEntropyCudaEdge, VocabularyAbove2To30IsRefused) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const std::int64_t v = (std::int64_t{1} << 30) + 8, zero = 0;
+  DeviceBuffer logits(256), target(&zero, 8), loss(4), z(4), lse(4);
+  tigon::CrossEntropyParams p;
+  tigon::CrossEntropyInputs in;
+  in.logits = TensorView::contiguous(logits.data(), DType::kBFloat16, {1, v}, Device::cuda(0));
+  in.target = vec(target.data(), DType::kInt64, 1, Device::cuda(0));
+  DeviceBuffer ws(tigon::cross_entropy_fwd_workspace_size(p, in));
+  try {
+    tigon::cross_entropy_fwd(p, in, vec(loss.data(), DType::kFloat32, 1, Device::cuda(0)),
+                             vec(z.data(), DType::kFloat32, 1, Device::cuda(0)),
+                             vec(lse.data(), DType::kFloat32, 1, Device::cuda(0)), TensorView{},
+                             Workspace{ws.data(), ws.bytes()});
+    ADD_FAILURE() << "no error";
+  } catch (const tigon::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("argument 'logits'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2^30"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 TEST(CrossEntropyCudaEdge, ScaleGradSkipsOneAndScales) {
   SKIP_WITHOUT_CUDA_DEVICE();
   HostTensor g(DType::kBFloat16, {3, 37});

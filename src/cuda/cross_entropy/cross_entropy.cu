@@ -30,6 +30,7 @@ using detail::CrossEntropyArgs;
 // Shared memory per CTA for the row copy between the passes, besides the cp.async ring (two CTAs
 // per SM: 2 x (80 + 32) KB of the 228 KB).
 constexpr std::size_t kCacheBytes = 80 * 1024;
+constexpr std::int64_t kMaxCudaVocab = std::int64_t{1} << 30;
 
 bool aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
@@ -146,9 +147,10 @@ bool vector_rows(const CrossEntropyArgs& a, std::int64_t vec) {
 
 template <RowMode kMode>
 void run_rows(const CrossEntropyArgs& a, RowParams p, int device, cudaStream_t s) {
-  // The kernels index classes within a row in 32 bits (rows: 64-bit).
-  TIGON_CHECK_ARG(a.vocab <= INT32_MAX, "tigon::cross_entropy (CUDA)", "logits",
-                  "a vocabulary (last dimension) below 2^31", std::to_string(a.vocab));
+  // The kernels index classes within a row in 32 bits (rows: 64-bit), with headroom for the
+  // indices of a pack group past the row's end.
+  TIGON_CHECK_ARG(a.vocab <= kMaxCudaVocab, "tigon::cross_entropy (CUDA)", "logits",
+                  "a vocabulary (last dimension) of at most 2^30", std::to_string(a.vocab));
   detail::dispatch_dtype(a.logits_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = static_cast<int>(16 / sizeof(T));

@@ -158,9 +158,10 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
   T* ring = reinterpret_cast<T*>(cache_bytes);
   T* cache = reinterpret_cast<T*>(cache_bytes + (kStreamed ? kRingBytes : 0));
   constexpr bool kWritesGrad = kMode != RowMode::kLoss;
-  // Pack indices within a row are 32-bit (V < 2^31, checked by the launcher): 64-bit index math
-  // per pack would cost more integer instructions than the pack's softmax and raise the register
-  // count past the kernel's 64-register bound (the compiler then recomputes addresses).
+  // Pack indices within a row are 32-bit (V <= 2^30, checked by the launcher, so that indices a
+  // group past the row's end cannot overflow): 64-bit index math per pack would cost more integer
+  // instructions than the pack's softmax and raise the register count past the kernel's
+  // 64-register bound (the compiler then recomputes addresses).
   const int packs = static_cast<int>(p.vocab / P);
   const int cache_packs = static_cast<int>(p.cache_packs);
   const RowOptions o = row_options<kPlain>(p);

@@ -92,7 +92,7 @@ __device__ __forceinline__ PartState block_merge(PartState s, float* scratch) {
 // found once per row, so that per pack one integer compare tells whether the pack holds it and the
 // per-element loops carry no 64-bit index arithmetic.
 struct TargetSlot {
-  int pack = -1;  // 32-bit: V < 2^31 on CUDA (checked by the launcher)
+  int pack = -1;  // 32-bit: V <= 2^30 on CUDA (checked by the launcher)
   int lane = 0;
 };
 
