@@ -1,4 +1,5 @@
-// Whether kernels of this library may run as thread-block clusters on a device.
+// Whether kernels of this library may use sm_90 launch features (thread-block clusters,
+// programmatic dependent launch) on a device.
 #pragma once
 
 namespace tigon::cuda {
@@ -7,5 +8,9 @@ namespace tigon::cuda {
 // (not older PTX JIT-compiled for it): then cluster launches and distributed shared memory work.
 // Asked of the runtime once per device.
 bool clusters_available(int device);
+
+// Programmatic dependent launch (launch_dependent_kernel) needs the same: code built for sm_90 or
+// newer running on such a device (older code compiles wait_for_prior_grid away).
+inline bool dependent_launch_available(int device) { return clusters_available(device); }
 
 }  // namespace tigon::cuda

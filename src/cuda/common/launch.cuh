@@ -37,28 +37,63 @@ inline bool kernel_runs_sm90_code(const void* kernel) {
   return attributes.ptxVersion >= 90 && attributes.binaryVersion >= 90;
 }
 
+namespace launch_detail {
+
+template <typename... KernelParams, typename... Args>
+void launch(void (*kernel)(KernelParams...), std::int64_t grid, dim3 block,
+            std::size_t dynamic_smem, int cluster, bool dependent, cudaStream_t stream,
+            Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = block;
+  config.dynamicSmemBytes = dynamic_smem;
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (cluster > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  if (dependent) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  config.attrs = count > 0 ? attributes : nullptr;
+  config.numAttrs = count;
+  TIGON_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  TIGON_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace launch_detail
+
 // Launches kernel<<<grid, block, dynamic_smem, stream>>>(args...) with a 1-D grid, as clusters of
 // `cluster` CTAs along x when cluster > 1 (grid must then be a multiple of it). Throws kCudaError
 // on failure.
 template <typename... KernelParams, typename... Args>
 void launch_kernel(void (*kernel)(KernelParams...), std::int64_t grid, dim3 block,
                    std::size_t dynamic_smem, int cluster, cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(grid));
-  config.blockDim = block;
-  config.dynamicSmemBytes = dynamic_smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  if (cluster > 1) {
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  TIGON_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
-  TIGON_CUDA_CHECK(cudaGetLastError());
+  launch_detail::launch(kernel, grid, block, dynamic_smem, cluster, false, stream,
+                        std::forward<Args>(args)...);
+}
+
+// launch_kernel as a programmatic dependent launch (sm_90) when `dependent`: the kernel may start
+// while the kernel before it on the stream is still running (once that one has called
+// allow_dependent_launch() in every CTA, or exited), which hides the launch gap and lets work
+// that needs nothing of the earlier kernel overlap its tail. The kernel must call
+// wait_for_prior_grid() (grid_dependency.cuh) before it touches anything the earlier kernel
+// writes. Pass dependent only where the caller knows which kernel comes before (its own), and only
+// where that kernel itself waited on its predecessors or was launched plainly; and only where
+// dependent_launch_available(device), since on code built for older GPUs the wait compiles away.
+template <typename... KernelParams, typename... Args>
+void launch_dependent_kernel(void (*kernel)(KernelParams...), std::int64_t grid, dim3 block,
+                             std::size_t dynamic_smem, int cluster, bool dependent,
+                             cudaStream_t stream, Args&&... args) {
+  launch_detail::launch(kernel, grid, block, dynamic_smem, cluster, dependent, stream,
+                        std::forward<Args>(args)...);
 }
 
 }  // namespace tigon::cuda

@@ -85,8 +85,10 @@ std::size_t max_slice_bytes(int device) {
   return std::min(kMaxSliceBytes, limit);
 }
 
+// `dependent`: launched right behind ce_prepare_kernel as its programmatic dependent
+// (launch_dependent_kernel): the kernels wait for it before they read the header.
 template <typename T, int P, RowMode kMode, bool kPlain>
-void launch_rows_as(const RowParams& p, int device, cudaStream_t s) {
+void launch_rows_as(const RowParams& p, bool dependent, int device, cudaStream_t s) {
   const auto kernel = ce_row_kernel<T, P, kMode, kPlain>;
   constexpr bool kStreamed = kMode != RowMode::kGrad && sizeof(T) * P == 16;
   const std::size_t smem =
@@ -97,14 +99,14 @@ void launch_rows_as(const RowParams& p, int device, cudaStream_t s) {
   }
   const DeviceInfo info = device_info(device);
   const std::int64_t grid = std::min<std::int64_t>(p.rows, 2 * std::int64_t{info.sm_count});
-  launch_kernel(kernel, grid, dim3(kRowThreads), smem, 1, s, p);
+  launch_dependent_kernel(kernel, grid, dim3(kRowThreads), smem, 1, dependent, s, p);
 }
 
 // The slice kernel on a persistent grid: as many clusters as are resident at once (the runtime
 // knows how they pack into GPCs), at most one per row. Each row's bits depend only on the plan
 // (V and the dtype), never on the grid. False if not even one cluster fits.
 template <typename T, RowMode kMode, bool kPlain>
-bool launch_slices_as(const RowParams& p, int device, cudaStream_t s) {
+bool launch_slices_as(const RowParams& p, bool dependent, int device, cudaStream_t s) {
   const auto kernel = ce_slice_kernel<T, kMode, kPlain>;
   static std::atomic<std::uint64_t> configured{0};
   configure_once(kernel, configured, device, max_slice_bytes(device), true);
@@ -113,8 +115,14 @@ bool launch_slices_as(const RowParams& p, int device, cudaStream_t s) {
                                                   dim3(kSliceThreads), smem, p.cluster, device);
   if (resident < 1) return false;
   const std::int64_t clusters = std::min({p.rows, resident, kMaxGridBlocks / p.cluster});
-  launch_kernel(kernel, clusters * p.cluster, dim3(kSliceThreads), smem, p.cluster, s, p);
+  launch_dependent_kernel(kernel, clusters * p.cluster, dim3(kSliceThreads), smem, p.cluster,
+                          dependent, s, p);
   return true;
+}
+
+// Whether prepare -> rows -> finish run as programmatic dependent launches on `device`.
+bool dependent_launches(int device) {
+  return cross_entropy::slice_tuning().dependent_launches && dependent_launch_available(device);
 }
 
 // Without softcap, label smoothing and class weights the row kernels have no per-element branches.
@@ -123,18 +131,18 @@ bool plain_rows(const RowParams& p) {
 }
 
 template <typename T, int P, RowMode kMode>
-void launch_rows(const RowParams& p, int device, cudaStream_t s) {
+void launch_rows(const RowParams& p, bool dependent, int device, cudaStream_t s) {
   if (plain_rows(p)) {
-    launch_rows_as<T, P, kMode, true>(p, device, s);
+    launch_rows_as<T, P, kMode, true>(p, dependent, device, s);
   } else {
-    launch_rows_as<T, P, kMode, false>(p, device, s);
+    launch_rows_as<T, P, kMode, false>(p, dependent, device, s);
   }
 }
 
 template <typename T, RowMode kMode>
-bool launch_slices(const RowParams& p, int device, cudaStream_t s) {
-  if (plain_rows(p)) return launch_slices_as<T, kMode, true>(p, device, s);
-  return launch_slices_as<T, kMode, false>(p, device, s);
+bool launch_slices(const RowParams& p, bool dependent, int device, cudaStream_t s) {
+  if (plain_rows(p)) return launch_slices_as<T, kMode, true>(p, dependent, device, s);
+  return launch_slices_as<T, kMode, false>(p, dependent, device, s);
 }
 
 // 16-byte packs need V, both row strides and both base pointers to be multiples of 16 bytes.
@@ -146,7 +154,9 @@ bool vector_rows(const CrossEntropyArgs& a, std::int64_t vec) {
 }
 
 template <RowMode kMode>
-void run_rows(const CrossEntropyArgs& a, RowParams p, int device, cudaStream_t s) {
+void run_rows(const CrossEntropyArgs& a, RowParams p, bool behind_prepare, int device,
+              cudaStream_t s) {
+  const bool dependent = behind_prepare && dependent_launches(device);
   // The kernels index classes within a row in 32 bits (rows: 64-bit), with headroom for the
   // indices of a pack group past the row's end.
   TIGON_CHECK_ARG(a.vocab <= kMaxCudaVocab, "tigon::cross_entropy (CUDA)", "logits",
@@ -160,7 +170,7 @@ void run_rows(const CrossEntropyArgs& a, RowParams p, int device, cudaStream_t s
         p.cluster = plan.cluster;
         p.slice_packs = plan.slice_packs;
         p.stages = plan.stages;
-        if (launch_slices<T, kMode>(p, device, s)) return;
+        if (launch_slices<T, kMode>(p, dependent, device, s)) return;
       }
     }
     const bool vec = vector_rows(a, kVec);
@@ -169,9 +179,9 @@ void run_rows(const CrossEntropyArgs& a, RowParams p, int device, cudaStream_t s
                         ? std::min<std::int64_t>(a.vocab / pack, kCacheBytes / (pack * sizeof(T)))
                         : 0;
     if (vec) {
-      launch_rows<T, kVec, kMode>(p, device, s);
+      launch_rows<T, kVec, kMode>(p, dependent, device, s);
     } else {
-      launch_rows<T, 1, kMode>(p, device, s);
+      launch_rows<T, 1, kMode>(p, dependent, device, s);
     }
   });
 }
@@ -223,7 +233,7 @@ void prepare(const CrossEntropyArgs& all_rows, float* header, float* weights_f32
 }
 
 void forward_rows(const CrossEntropyArgs& a, const float* header, const float* weights_f32,
-                  float* row_ce, float* row_z, int device, cudaStream_t s) {
+                  float* row_ce, float* row_z, bool behind_prepare, int device, cudaStream_t s) {
   if (a.rows == 0) return;
   RowParams p = row_params(a, header, weights_f32, row_ce, row_z);
   if (a.params.reduction == Reduction::kNone) {
@@ -231,16 +241,17 @@ void forward_rows(const CrossEntropyArgs& a, const float* header, const float* w
     p.z_rows = a.z_loss;
   }
   if (a.grad != nullptr) {
-    run_rows<RowMode::kLossGrad>(a, p, device, s);
+    run_rows<RowMode::kLossGrad>(a, p, behind_prepare, device, s);
   } else {
-    run_rows<RowMode::kLoss>(a, p, device, s);
+    run_rows<RowMode::kLoss>(a, p, behind_prepare, device, s);
   }
 }
 
 void finish(const float* header, const float* row_ce, const float* row_z, std::int64_t rows,
-            float* loss, float* z_loss, cudaStream_t s) {
-  launch_kernel(ce_finish_kernel, 1, dim3(kReduceThreads), 0, 1, s, header, row_ce, row_z, rows,
-                loss, z_loss);
+            float* loss, float* z_loss, bool behind_rows, int device, cudaStream_t s) {
+  launch_dependent_kernel(ce_finish_kernel, 1, dim3(kReduceThreads), 0, 1,
+                          behind_rows && dependent_launches(device), s, header, row_ce, row_z, rows,
+                          loss, z_loss);
 }
 
 }  // namespace cross_entropy
@@ -257,9 +268,11 @@ void cross_entropy_fwd(const CrossEntropyArgs& a, int device, void* stream) {
   float* row_ce = ws + Layout::kHeader;
   float* row_z = row_ce + a.rows;
   cross_entropy::prepare(a, ws, ws + l.weights_offset(), s);
-  cross_entropy::forward_rows(a, ws, ws + l.weights_offset(), row_ce, row_z, device, s);
+  // prepare -> rows -> finish as a chain of dependent launches: the rows' first pass overlaps
+  // prepare, and finish is launched before the rows end.
+  cross_entropy::forward_rows(a, ws, ws + l.weights_offset(), row_ce, row_z, true, device, s);
   if (a.params.reduction != Reduction::kNone) {
-    cross_entropy::finish(ws, row_ce, row_z, a.rows, a.loss, a.z_loss, s);
+    cross_entropy::finish(ws, row_ce, row_z, a.rows, a.loss, a.z_loss, a.rows > 0, device, s);
   }
 }
 
@@ -269,8 +282,8 @@ void cross_entropy_bwd(const CrossEntropyArgs& a, int device, void* stream) {
   const Layout l = layout_of(a, false);
   float* ws = static_cast<float*>(a.workspace);
   cross_entropy::prepare(a, ws, ws + l.weights_offset(), s);
-  run_rows<RowMode::kGrad>(a, row_params(a, ws, ws + l.weights_offset(), nullptr, nullptr), device,
-                           s);
+  run_rows<RowMode::kGrad>(a, row_params(a, ws, ws + l.weights_offset(), nullptr, nullptr), true,
+                           device, s);
 }
 
 void cross_entropy_scale_grad(const detail::ScaleGradArgs& a, int device, void* stream) {

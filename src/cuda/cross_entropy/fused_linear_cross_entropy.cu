@@ -257,7 +257,8 @@ void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr)
       c.loss = a.ce.loss + r0;
       c.z_loss = a.ce.z_loss ? a.ce.z_loss + r0 : nullptr;
     }
-    cross_entropy::forward_rows(c, w.header, w.weights, w.row_ce + r0, w.row_z + r0, device, s);
+    cross_entropy::forward_rows(c, w.header, w.weights, w.row_ce + r0, w.row_z + r0, false, device,
+                                s);
     if (!a.needs_grad()) continue;
     if (a.grad_hidden) {
       // dX[rows, H] = dL W: column-major dX^T[H, rows] = W^T[H, V] dL^T[V, rows].
@@ -304,7 +305,7 @@ void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr)
     });
   }
   if (a.ce.params.reduction != Reduction::kNone) {
-    cross_entropy::finish(w.header, w.row_ce, w.row_z, n, a.ce.loss, a.ce.z_loss, s);
+    cross_entropy::finish(w.header, w.row_ce, w.row_z, n, a.ce.loss, a.ce.z_loss, false, device, s);
   }
 }
 

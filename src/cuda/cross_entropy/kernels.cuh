@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "cuda/common/async_copy.cuh"
+#include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/l2_policy.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
@@ -77,6 +78,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     ce_prepare_kernel(const std::int64_t* target, std::int64_t rows, std::int64_t ignore_index,
                       const W* weight, std::int64_t vocab, int reduction, const float* divisor,
                       float* header, float* weights_f32) {
+  allow_dependent_launch();  // the row kernel's first pass needs nothing of this kernel
   __shared__ float scratch[32];
   float wsum = 0.0f, count = 0.0f, wtotal = 0.0f;
   for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
@@ -116,6 +118,7 @@ __global__ void __launch_bounds__(kReduceThreads)
 __global__ void __launch_bounds__(kReduceThreads)
     ce_finish_kernel(const float* header, const float* row_ce, const float* row_z,
                      std::int64_t rows, float* loss, float* z_loss) {
+  wait_for_prior_grid();  // the row kernel's per-row terms
   __shared__ float scratch[32];
   float ce = 0.0f, z = 0.0f;
   for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
@@ -165,7 +168,18 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
   const int packs = static_cast<int>(p.vocab / P);
   const int cache_packs = static_cast<int>(p.cache_packs);
   const RowOptions o = row_options<kPlain>(p);
-  const float scale_a = p.scales[2], scale_b = p.scales[3], weight_total = p.scales[4];
+  // Launched as ce_prepare_kernel's dependent (cross_entropy.cu), this kernel may start before
+  // prepare has written the header and the float32 class weights. Rows with class weights wait at
+  // once; plain rows read neither until their first row's pass 1 is done, and wait there.
+  allow_dependent_launch();
+  float scale_a = 0.0f, scale_b = 0.0f, weight_total = 0.0f;
+  const auto read_header = [&] {
+    wait_for_prior_grid();
+    scale_a = p.scales[2];
+    scale_b = p.scales[3];
+    weight_total = p.scales[4];
+  };
+  if constexpr (!kPlain) read_header();
   const std::uint64_t reread = p.l2_hints ? l2_evict_last_policy() : 0;
   const std::uint64_t read_once = p.l2_hints ? l2_evict_first_policy() : 0;
 
@@ -238,11 +252,18 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
           }
         }
       }
-      const RowLoss l = row_loss(block_merge(st, scratch), ignored, w_y, weight_total, p);
+      const PartState merged = block_merge(st, scratch);
+      if constexpr (kPlain) {
+        if (row == blockIdx.x) read_header();
+      }
+      const RowLoss l = row_loss(merged, ignored, w_y, weight_total, p);
       lse = l.lse;
       one_minus_p_y = l.one_minus_p_y;
       if (threadIdx.x == 0) store_row(p, row, l);
     } else {
+      if constexpr (kPlain) {
+        if (row == blockIdx.x) read_header();
+      }
       lse = p.lse[row];
     }
 

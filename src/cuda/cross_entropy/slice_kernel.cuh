@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "cuda/common/async_copy.cuh"
+#include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/cross_entropy/row_math.cuh"
@@ -58,7 +59,6 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
   const auto slot = [&](int stage, int j) { return mine + stage * stage_elems + j * B * P; };
   const std::int64_t row_step = gridDim.x / cluster;
   const RowOptions o = row_options<kPlain>(p);
-  const float scale_a = p.scales[2], scale_b = p.scales[3], weight_total = p.scales[4];
 
   // One commit group per step and row, committed in row order, so a step's copy is complete once
   // at most the groups committed after it are pending.
@@ -74,6 +74,12 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
     for (int j = 0; j < steps; ++j) load(stage, r, j);
   }
 
+  // Launched as ce_prepare_kernel's dependent (cross_entropy.cu), this kernel may start before
+  // prepare has written the header and the float32 class weights: the first rows' copies above
+  // need neither.
+  allow_dependent_launch();
+  wait_for_prior_grid();
+  const float scale_a = p.scales[2], scale_b = p.scales[3], weight_total = p.scales[4];
   int parity = 0;
   int stage = 0;
   std::int64_t y_next = row < p.rows ? p.target[row] : 0;

@@ -69,6 +69,8 @@ struct SliceTuning {
   int stages = 1;
   bool l2_hints = true;
   bool reverse_second_pass = true;
+  // prepare -> rows -> finish as programmatic dependent launches (sm_90; key dependent=0|1).
+  bool dependent_launches = true;
 };
 const SliceTuning& slice_tuning();
 

@@ -28,12 +28,15 @@ void set(SliceTuning& t, std::string_view key, std::int64_t v) {
   } else if (key == "stages") {
     if (v != 1 && v != 2) reject("1 or 2");
     t.stages = static_cast<int>(v);
-  } else if (key == "l2_hints" || key == "reverse") {
+  } else if (key == "l2_hints" || key == "reverse" || key == "dependent") {
     if (v != 0 && v != 1) reject("0 or 1");
-    (key == "l2_hints" ? t.l2_hints : t.reverse_second_pass) = v != 0;
+    (key == "l2_hints"  ? t.l2_hints
+     : key == "reverse" ? t.reverse_second_pass
+                        : t.dependent_launches) = v != 0;
   } else {
     detail::throw_argument_error(
-        kVariable, key, "slices, max_cluster, row_above, slice_kb, stages, l2_hints or reverse",
+        kVariable, key,
+        "slices, max_cluster, row_above, slice_kb, stages, l2_hints, reverse or dependent",
         "an unknown key");
   }
 }
