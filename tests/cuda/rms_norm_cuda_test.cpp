@@ -637,6 +637,19 @@ std::vector<Scenario> cluster_scenarios() {
   return v;
 }
 
+// Enough rows that every CTA of the staged kernels' persistent grid goes round its shared-memory
+// ring several times, and that a backward CTA takes several dW groups when blocks are big
+// (ctest also runs this suite with TIGON_RMS_NORM_TUNING=...block_threads=512).
+std::vector<Scenario> many_row_scenarios() {
+  std::vector<Scenario> v;
+  for (const auto [h, rows] : {std::pair<std::int64_t, std::int64_t>{1024, 20000}, {4096, 5003}}) {
+    Scenario s = scenario("ManyRows_H" + std::to_string(h), h, /*all_pairs=*/false);
+    s.layout.rows = rows;
+    v.push_back(s);
+  }
+  return v;
+}
+
 // Row-strided views (padding keeping 16-byte alignment: vector path; odd padding: scalar path),
 // base pointers one element off 16 bytes, a workspace 4 bytes off, a single row.
 std::vector<Scenario> layout_scenarios() {
@@ -686,6 +699,8 @@ std::string scenario_name(const ::testing::TestParamInfo<Scenario>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, RmsNormCuda, ::testing::ValuesIn(size_scenarios()), scenario_name);
 INSTANTIATE_TEST_SUITE_P(Clusters, RmsNormCuda, ::testing::ValuesIn(cluster_scenarios()),
+                         scenario_name);
+INSTANTIATE_TEST_SUITE_P(ManyRows, RmsNormCuda, ::testing::ValuesIn(many_row_scenarios()),
                          scenario_name);
 INSTANTIATE_TEST_SUITE_P(Layouts, RmsNormCuda, ::testing::ValuesIn(layout_scenarios()),
                          scenario_name);

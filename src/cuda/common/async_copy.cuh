@@ -17,6 +17,29 @@ __device__ __forceinline__ void async_copy_16(void* shared, const void* global) 
 #endif
 }
 
+// Copies kBytes = 4, 8 or 16 bytes (both addresses aligned to kBytes). 16 bytes bypass L1 (.cg);
+// smaller copies can only go through it (.ca).
+template <int kBytes>
+__device__ __forceinline__ void async_copy(void* shared, const void* global) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  if constexpr (kBytes == 16) {
+    async_copy_16(shared, global);
+  } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(address), "l"(global),
+                 "n"(kBytes)
+                 : "memory");
+#else
+    if constexpr (kBytes == 8) {
+      *static_cast<uint2*>(shared) = *static_cast<const uint2*>(global);
+    } else {
+      *static_cast<unsigned*>(shared) = *static_cast<const unsigned*>(global);
+    }
+#endif
+  }
+}
+
 // Closes the group of copies issued since the last commit.
 __device__ __forceinline__ void async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -35,6 +36,32 @@ inline bool kernel_runs_sm90_code(const void* kernel) {
   cudaFuncAttributes attributes{};
   TIGON_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
   return attributes.ptxVersion >= 90 && attributes.binaryVersion >= 90;
+}
+
+// Sets a kernel's launch attributes on `device` once, before its first launch or occupancy query:
+// the dynamic shared memory it may ask for (max_dynamic_smem) and, if asked, the largest shared
+// memory carveout. `configured` (a static next to the call, one per kernel instantiation) keeps
+// one bit per device.
+template <typename Kernel>
+void configure_once(Kernel kernel, std::atomic<std::uint64_t>& configured, int device,
+                    std::size_t max_dynamic_smem, bool max_shared_carveout) {
+  const std::uint64_t bit = std::uint64_t{1} << (device % 64);
+  if ((configured.load(std::memory_order_relaxed) & bit) != 0) return;
+  TIGON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(max_dynamic_smem)));
+  if (max_shared_carveout) {
+    TIGON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          cudaSharedmemCarveoutMaxShared));
+  }
+  configured.fetch_or(bit, std::memory_order_relaxed);
+}
+
+// The dynamic shared memory a CTA may opt in to on `device`, less `static_bytes` of static shared
+// memory (H100/H200: 227 KB).
+inline std::size_t max_dynamic_smem(int device, std::size_t static_bytes) {
+  int optin = 0;
+  TIGON_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<std::size_t>(optin) > static_bytes ? optin - static_bytes : 0;
 }
 
 namespace launch_detail {

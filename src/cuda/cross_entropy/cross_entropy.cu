@@ -59,30 +59,11 @@ void prepare_into(const CrossEntropyArgs& a, float* header, float* weights_f32, 
   }
 }
 
-// Kernel attributes are per function and device: set once per (instantiation, device), tracked
-// in `configured` (one bit per device), before the kernel's first launch or occupancy query.
-template <typename Kernel>
-void configure_once(Kernel kernel, std::atomic<std::uint64_t>& configured, int device,
-                    std::size_t max_dynamic_smem, bool max_shared_carveout) {
-  const std::uint64_t bit = std::uint64_t{1} << (device % 64);
-  if ((configured.load(std::memory_order_relaxed) & bit) != 0) return;
-  TIGON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(max_dynamic_smem)));
-  if (max_shared_carveout) {
-    TIGON_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          cudaSharedmemCarveoutMaxShared));
-  }
-  configured.fetch_or(bit, std::memory_order_relaxed);
-}
-
 // The slice kernel's dynamic shared memory limit on `device`: kMaxSliceBytes, or less where the
 // device's opt-in limit per CTA (less its static shared memory) is lower (e.g. sm_86: 99 KB).
 std::size_t max_slice_bytes(int device) {
-  int optin = 0;
-  TIGON_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   constexpr std::size_t kStatic = 1024;  // the kernel's static shared memory, rounded up
-  const std::size_t limit = static_cast<std::size_t>(optin) > kStatic ? optin - kStatic : 0;
-  return std::min(kMaxSliceBytes, limit);
+  return std::min(kMaxSliceBytes, max_dynamic_smem(device, kStatic));
 }
 
 // `dependent`: launched right behind ce_prepare_kernel as its programmatic dependent

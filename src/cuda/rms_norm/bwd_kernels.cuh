@@ -4,11 +4,16 @@
 // dx may alias dy (in place): each element's dy is read by the thread that later writes its dx.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/async_copy.cuh"
+#include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/layout.cuh"
+#include "cuda/rms_norm/pack_ring.cuh"
+#include "cuda/rms_norm/thread_share.cuh"
 #include "math/float_types.h"
 
 namespace tigon::cuda::rms_norm {
@@ -59,42 +64,112 @@ __device__ __forceinline__ void grad_pack(const Pack<typename MathTraits<Math>::
   store_pack<typename T::X, P>(dx, out);
 }
 
-// Rows held in registers (x and dy: up to kBwdPacksPerThread packs each), so each is read once.
-// A block (or cluster, sm_90) takes whole dW groups; row slot k of the block handles rows
-// k, k + rows_in_block, ... of the group and accumulates their dW terms in registers. At the end
-// of a group the slots' accumulators are added in slot order (through shared memory) into the
-// group's float32 partial row. Dynamic shared memory: threads_per_row * kBwdPacksPerThread * P
-// floats when rows_in_block > 1 and there is a weight, else none.
-template <typename Math, int P>
-__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
+// One row's step once this thread's packs dy[k], x[k], k < packs, are in registers (packs = 0 for
+// a slot past its group's rows): the row's sum of dy * s * xhat over its group (and cluster), dx,
+// and the row's dW terms added to acc. Every thread of the block (and cluster) must call it, in
+// the same order.
+template <typename Math, int P, int K>
+__device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& t, std::int64_t row,
+                                         float r,
+                                         const Pack<typename MathTraits<Math>::Y, P> (&dy)[K],
+                                         const Pack<typename MathTraits<Math>::X, P> (&x)[K],
+                                         int packs, float (&acc)[K][P],
+                                         float (&warp_sums)[kMaxRowThreads / kWarpSize],
+                                         float* slice_sum) {
   using T = MathTraits<Math>;
   using X = typename T::X;
   using W = typename T::W;
+  const int stride = t.group * P;  // elements between a thread's consecutive packs
+  const W* weight = T::kAffine ? static_cast<const W*>(p.weight) + t.first_pack * P : nullptr;
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (k < packs) sum = grad_dot_pack<Math, P>(dy[k], x[k], weight + k * stride, p.offset, r, sum);
+  }
+  sum = row_group_sum(sum, t.group, warp_sums);
+  if (p.split.slices > 1) sum = cluster_sum(sum, slice_sum, p.split.slices);
+  if (packs == 0) return;
+
+  const float mean_m_xhat = sum / static_cast<float>(p.hidden);
+  X* dx_row = static_cast<X*>(p.dx) + row * p.dx_row_stride + t.first_pack * P;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (k < packs) {
+      grad_pack<Math, P>(dy[k], x[k], weight + k * stride, p.offset, r, mean_m_xhat, acc[k],
+                         dx_row + k * stride);
+    }
+  }
+}
+
+// The end of dW group g: this block's accumulators become the group's float32 partial row. With
+// several row slots a block, the slots add theirs into one shared slice row in slot order, so the
+// sum is ((slot 0 + slot 1) + slot 2) + ...; the last slot stores the total. Element e of
+// `slot_partials` (group * K * P floats) is local pack (k * group + lane), lane i, as in the
+// registers. Every thread of the block must call it.
+template <typename Math, int P, int K>
+__device__ __forceinline__ void store_dw_partial(const BwdParams& p, const ThreadShare& t,
+                                                 std::int64_t g, const float (&acc)[K][P],
+                                                 float* slot_partials) {
+  if constexpr (MathTraits<Math>::kAffine) {
+    const int stride = t.group * P;
+    float* partial_row = p.partials + g * p.hidden + t.first_pack * P;
+    if (t.rows_in_block == 1) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (k < t.packs) store_pack<float, P>(partial_row + k * stride, acc[k]);
+      }
+      return;
+    }
+#pragma unroll 1
+    for (int q = 0; q < t.rows_in_block; ++q) {
+      if (t.slot == q) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          float* shared = slot_partials + (k * t.group + t.lane) * P;
+          float total[P];
+#pragma unroll
+          for (int i = 0; i < P; ++i) total[i] = q == 0 ? acc[k][i] : shared[i] + acc[k][i];
+          if (q + 1 < t.rows_in_block) {
+#pragma unroll
+            for (int i = 0; i < P; ++i) shared[i] = total[i];
+          } else if (k < t.packs) {
+            store_pack<float, P>(partial_row + k * stride, total);
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Floats of shared memory store_dw_partial needs (0 with one row slot a block or no weight).
+template <typename Math, int P>
+inline std::size_t dw_slot_floats(const RowSplit& split) {
+  return MathTraits<Math>::kAffine && rows_per_block(split) > 1
+             ? static_cast<std::size_t>(split.threads_per_row) * kBwdPacksPerThread * P
+             : 0;
+}
+
+// Rows held in registers (x and dy: up to kBwdPacksPerThread packs each), so each is read once.
+// A block (or cluster, sm_90) takes whole dW groups; row slot k of the block handles rows
+// k, k + rows_in_block, ... of the group and accumulates their dW terms in registers; at the end
+// of a group they become its partial row (store_dw_partial). Dynamic shared memory:
+// dw_slot_floats.
+template <typename Math, int P>
+__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
+  allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
+  using T = MathTraits<Math>;
+  using X = typename T::X;
   using Y = typename T::Y;
   constexpr int K = kBwdPacksPerThread;
-  const RowSplit& s = p.split;
-  const int group = s.threads_per_row;
-  const int slot = static_cast<int>(threadIdx.x) / group;
-  const int lane = static_cast<int>(threadIdx.x) - slot * group;
-  const int rows_in_block = static_cast<int>(blockDim.x) / group;
-  const int slice = static_cast<int>(blockIdx.x) % s.slices;
-  const std::int64_t unit = blockIdx.x / s.slices;
-  const std::int64_t units = gridDim.x / s.slices;
-  // This thread's packs: first_pack + k * group for k < my_packs (fewer than K at a row's end).
-  const int slice_begin = slice * s.slice_packs;
-  const int first_pack = slice_begin + lane;
-  const int end_pack =
-      static_cast<int>(min(static_cast<std::int64_t>(slice + 1) * s.slice_packs, s.packs));
-  const int my_packs =
-      first_pack < end_pack ? min(K, (end_pack - first_pack + group - 1) / group) : 0;
-  const int stride = group * P;  // elements between a thread's consecutive packs
-  const W* weight = T::kAffine ? static_cast<const W*>(p.weight) + first_pack * P : nullptr;
+  const ThreadShare t = thread_share<K>(p.split);
+  const int stride = t.group * P;
 
   __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
   __shared__ float slice_sums[2];
   extern __shared__ float slot_partials[];
   int parity = 0;
-  for (std::int64_t g = unit; g < p.groups.groups; g += units) {
+  for (std::int64_t g = t.unit; g < p.groups.groups; g += t.units) {
     const std::int64_t group_begin = g * p.groups.rows_per_group;
     const std::int64_t group_end = min(group_begin + p.groups.rows_per_group, p.rows);
     float acc[K][P];
@@ -104,11 +179,11 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
       for (int i = 0; i < P; ++i) acc[k][i] = 0.0f;
     }
 
-    for (std::int64_t row0 = group_begin; row0 < group_end; row0 += rows_in_block) {
-      const std::int64_t row = row0 + slot;
-      const int packs = row < group_end ? my_packs : 0;
-      const Y* dy_row = static_cast<const Y*>(p.dy) + row * p.dy_row_stride + first_pack * P;
-      const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + first_pack * P;
+    for (std::int64_t row0 = group_begin; row0 < group_end; row0 += t.rows_in_block) {
+      const std::int64_t row = row0 + t.slot;
+      const int packs = row < group_end ? t.packs : 0;
+      const Y* dy_row = static_cast<const Y*>(p.dy) + row * p.dy_row_stride + t.first_pack * P;
+      const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + t.first_pack * P;
       Pack<Y, P> dy[K];
       Pack<X, P> x[K];
 #pragma unroll
@@ -119,62 +194,112 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
         }
       }
       const float r = row < group_end ? p.rstd[row] : 0.0f;
-      float sum = 0.0f;
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        if (k < packs)
-          sum = grad_dot_pack<Math, P>(dy[k], x[k], weight + k * stride, p.offset, r, sum);
-      }
-      sum = row_group_sum(sum, group, warp_sums[parity]);
-      if (s.slices > 1) sum = cluster_sum(sum, &slice_sums[parity], s.slices);
+      grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, warp_sums[parity], &slice_sums[parity]);
       parity ^= 1;
-      if (row >= group_end) continue;
+    }
+    store_dw_partial<Math, P, K>(p, t, g, acc, slot_partials);
+  }
+  if (p.split.slices > 1) cluster_barrier();
+}
 
-      const float mean_m_xhat = sum / static_cast<float>(p.hidden);
-      X* dx_row = static_cast<X*>(p.dx) + row * p.dx_row_stride + first_pack * P;
+// The register kernel with dy and x staged through shared memory (pack_ring.cuh): each CTA keeps
+// p.stages - 1 row blocks of its dW groups in flight while it computes the current one, and
+// fetches each row's rstd one row block ahead. Same split, groups and order of every sum, hence
+// the same bits as rms_norm_bwd_kernel. Needs packs of 4, 8 or 16 bytes and p.stages >= 2; dynamic
+// shared memory: staged_bwd_bytes.
+template <typename Math, int P>
+__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(const BwdParams p) {
+  allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
+  using T = MathTraits<Math>;
+  using X = typename T::X;
+  using Y = typename T::Y;
+  constexpr int K = kBwdPacksPerThread;
+  const ThreadShare t = thread_share<K>(p.split);
+  const int stride = t.group * P;
+  const int stages = p.stages;
+  const std::int64_t per_group = p.groups.rows_per_group;
+  // Row block j of this block (or cluster): dW group unit + (j / blocks_per_group) * units, its
+  // (j % blocks_per_group)-th block of rows_in_block rows.
+  const std::int64_t blocks_per_group = ceil_div(per_group, t.rows_in_block);
+  const std::int64_t blocks =
+      t.unit < p.groups.groups ? ((p.groups.groups - 1 - t.unit) / t.units + 1) * blocks_per_group
+                               : 0;
+  const auto group_of = [&](std::int64_t j) { return t.unit + j / blocks_per_group * t.units; };
+  // This thread's row in row block j, or -1 where its slot is past the group's end.
+  const auto row_of = [&](std::int64_t j) -> std::int64_t {
+    const std::int64_t g = group_of(j);
+    const std::int64_t row = g * per_group + j % blocks_per_group * t.rows_in_block + t.slot;
+    return row < min((g + 1) * per_group, p.rows) ? row : -1;
+  };
+
+  extern __shared__ __align__(16) unsigned char ring_bytes[];
+  const PackRing<Y, P, K> dy_ring{reinterpret_cast<Y*>(ring_bytes)};
+  const std::size_t dy_bytes = PackRing<Y, P, K>::bytes(stages, blockDim.x);
+  const PackRing<X, P, K> x_ring{reinterpret_cast<X*>(ring_bytes + dy_bytes)};
+  float* slot_partials = reinterpret_cast<float*>(ring_bytes + dy_bytes +
+                                                  PackRing<X, P, K>::bytes(stages, blockDim.x));
+  const Y* dy_base = static_cast<const Y*>(p.dy) + t.first_pack * P;
+  const X* x_base = static_cast<const X*>(p.x) + t.first_pack * P;
+  // One commit group per row block, even an empty one (see rms_norm_fwd_staged_kernel).
+  const auto fetch = [&](int stage, std::int64_t j) {
+    const std::int64_t row = j < blocks ? row_of(j) : -1;
+    if (row >= 0) {
+      dy_ring.fill(stage, dy_base + row * p.dy_row_stride, t.packs, stride);
+      x_ring.fill(stage, x_base + row * p.x_row_stride, t.packs, stride);
+    }
+    async_commit();
+  };
+
+  __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
+  __shared__ float slice_sums[2];
+  for (int s = 0; s + 1 < stages; ++s) fetch(s, s);
+  float acc[K][P];
+  std::int64_t row = blocks > 0 ? row_of(0) : -1;
+  float r = row >= 0 ? p.rstd[row] : 0.0f;
+  int parity = 0;
+  int stage = 0;
+  for (std::int64_t j = 0; j < blocks; ++j, stage = stage + 1 == stages ? 0 : stage + 1) {
+    // The slot consumed by the previous row block takes the one stages - 1 blocks ahead.
+    fetch(stage == 0 ? stages - 1 : stage - 1, j + stages - 1);
+    const std::int64_t next_row = j + 1 < blocks ? row_of(j + 1) : -1;
+    const float next_r = next_row >= 0 ? p.rstd[next_row] : 0.0f;
+    if (j % blocks_per_group == 0) {
 #pragma unroll
       for (int k = 0; k < K; ++k) {
-        if (k < packs) {
-          grad_pack<Math, P>(dy[k], x[k], weight + k * stride, p.offset, r, mean_m_xhat, acc[k],
-                             dx_row + k * stride);
-        }
+#pragma unroll
+        for (int i = 0; i < P; ++i) acc[k][i] = 0.0f;
       }
     }
-
-    if constexpr (T::kAffine) {
-      float* partial_row = p.partials + g * p.hidden;
-      if (rows_in_block == 1) {
+    async_wait_at_most(stages - 1);
+    const int packs = row >= 0 ? t.packs : 0;
+    Pack<Y, P> dy[K];
+    Pack<X, P> x[K];
 #pragma unroll
-        for (int k = 0; k < K; ++k) {
-          if (k < my_packs) store_pack<float, P>(partial_row + first_pack * P + k * stride, acc[k]);
-        }
-      } else {
-        // The slots add their accumulators into one shared slice row in slot order, so the sum is
-        // ((slot 0 + slot 1) + slot 2) + ...; the last slot stores the total. Element e of the
-        // buffer is local pack (k * group + lane), lane i, as in the registers.
-#pragma unroll 1
-        for (int q = 0; q < rows_in_block; ++q) {
-          if (slot == q) {
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-              float* shared = slot_partials + (k * group + lane) * P;
-              float total[P];
-#pragma unroll
-              for (int i = 0; i < P; ++i) total[i] = q == 0 ? acc[k][i] : shared[i] + acc[k][i];
-              if (q + 1 < rows_in_block) {
-#pragma unroll
-                for (int i = 0; i < P; ++i) shared[i] = total[i];
-              } else if (k < my_packs) {
-                store_pack<float, P>(partial_row + first_pack * P + k * stride, total);
-              }
-            }
-          }
-          __syncthreads();
-        }
+    for (int k = 0; k < K; ++k) {
+      if (k < packs) {
+        dy[k] = dy_ring.read(stage, k);
+        x[k] = x_ring.read(stage, k);
       }
     }
+    grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, warp_sums[parity], &slice_sums[parity]);
+    parity ^= 1;
+    if (j % blocks_per_group == blocks_per_group - 1) {
+      store_dw_partial<Math, P, K>(p, t, group_of(j), acc, slot_partials);
+    }
+    row = next_row;
+    r = next_r;
   }
-  if (s.slices > 1) cluster_barrier();
+  if (p.split.slices > 1) cluster_barrier();
+}
+
+// Dynamic shared memory of rms_norm_bwd_staged_kernel.
+template <typename Math, int P>
+inline std::size_t staged_bwd_bytes(const RowSplit& split, int stages) {
+  using T = MathTraits<Math>;
+  constexpr int K = kBwdPacksPerThread;
+  return PackRing<typename T::Y, P, K>::bytes(stages, split.block_threads) +
+         PackRing<typename T::X, P, K>::bytes(stages, split.block_threads) +
+         sizeof(float) * dw_slot_floats<Math, P>(split);
 }
 
 // Rows too long for registers: per dW group, chunks of kChunkRows rows. Phase A reduces each row of
@@ -187,6 +312,7 @@ inline constexpr int kChunkRows = 32;
 template <typename Math, int P>
 __global__ void __launch_bounds__(kTwoPassThreads, 1)
     rms_norm_bwd_two_pass_kernel(const BwdParams p) {
+  allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
   using T = MathTraits<Math>;
   using X = typename T::X;
   using W = typename T::W;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/grid_dependency.cuh"
 #include "math/float_types.h"
 
 namespace tigon::cuda::rms_norm {
@@ -18,6 +19,7 @@ template <typename W>
 __global__ void __launch_bounds__(kFinishColumns* kFinishRows)
     rms_norm_dw_finish_kernel(const float* partials, std::int64_t groups, std::int64_t hidden,
                               W* dw) {
+  wait_for_prior_grid();  // launched as the partials kernel's dependent (rms_norm.cu)
   __shared__ float sums[kFinishRows][kFinishColumns + 1];
   const int tx = static_cast<int>(threadIdx.x);
   const int ty = static_cast<int>(threadIdx.y);

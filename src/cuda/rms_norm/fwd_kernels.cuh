@@ -5,9 +5,12 @@
 
 #include <cstdint>
 
+#include "cuda/common/async_copy.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/layout.cuh"
+#include "cuda/rms_norm/pack_ring.cuh"
+#include "cuda/rms_norm/thread_share.cuh"
 #include "math/float_types.h"
 
 namespace tigon::cuda::rms_norm {
@@ -33,70 +36,117 @@ __device__ __forceinline__ void normalize_pack(const Pack<typename MathTraits<Ma
   store_pack<typename T::Y, P>(y, out);
 }
 
+// One row block's step once this thread's packs x[k], k < packs, are in registers (packs = 0 for
+// a slot past the last row): the row's sum of squares over its group (and cluster), rstd, y.
+// Every thread of the block (and cluster) must call it, in the same order.
+template <typename Math, int P, int K>
+__device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadShare& t,
+                                              std::int64_t row,
+                                              const Pack<typename MathTraits<Math>::X, P> (&x)[K],
+                                              int packs,
+                                              float (&warp_sums)[kMaxRowThreads / kWarpSize],
+                                              float* slice_sum) {
+  using T = MathTraits<Math>;
+  using W = typename T::W;
+  using Y = typename T::Y;
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (k < packs) {
+#pragma unroll
+      for (int i = 0; i < P; ++i) sum += Math::square(x[k].value(i));
+    }
+  }
+  sum = row_group_sum(sum, t.group, warp_sums);
+  if (p.split.slices > 1) sum = cluster_sum(sum, slice_sum, p.split.slices);
+  if (row >= p.rows) return;
+
+  const float r = Math::rstd(sum, p.hidden, p.eps);
+  if (t.lane == 0 && t.slice == 0) p.rstd[row] = r;
+  const int stride = t.group * P;  // elements between a thread's consecutive packs
+  const W* weight = T::kAffine ? static_cast<const W*>(p.weight) + t.first_pack * P : nullptr;
+  Y* y_row = static_cast<Y*>(p.y) + row * p.y_row_stride + t.first_pack * P;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (k < packs)
+      normalize_pack<Math, P>(x[k], weight + k * stride, p.offset, r, y_row + k * stride);
+  }
+}
+
 // Rows held in registers: each thread keeps up to kFwdPacksPerThread packs of its row slice, so x
 // is read once and y written once. Several rows per block for short rows; one row per block, or
 // per cluster of blocks (sm_90), for long ones. Blocks loop over row blocks, so any row count
 // works.
 template <typename Math, int P>
 __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const FwdParams p) {
-  using T = MathTraits<Math>;
-  using X = typename T::X;
-  using W = typename T::W;
-  using Y = typename T::Y;
+  using X = typename MathTraits<Math>::X;
   constexpr int K = kFwdPacksPerThread;
-  const RowSplit& s = p.split;
-  const int group = s.threads_per_row;
-  const int slot = static_cast<int>(threadIdx.x) / group;
-  const int lane = static_cast<int>(threadIdx.x) - slot * group;
-  const int rows_in_block = static_cast<int>(blockDim.x) / group;
-  const int slice = static_cast<int>(blockIdx.x) % s.slices;
-  const std::int64_t unit = blockIdx.x / s.slices;
-  const std::int64_t units = gridDim.x / s.slices;
-  // This thread's packs: first_pack + k * group for k < my_packs (fewer than K at a row's end).
-  const int first_pack = slice * s.slice_packs + lane;
-  const int end_pack =
-      static_cast<int>(min(static_cast<std::int64_t>(slice + 1) * s.slice_packs, s.packs));
-  const int my_packs =
-      first_pack < end_pack ? min(K, (end_pack - first_pack + group - 1) / group) : 0;
-  const int stride = group * P;  // elements between a thread's consecutive packs
-  const W* weight = T::kAffine ? static_cast<const W*>(p.weight) + first_pack * P : nullptr;
+  const ThreadShare t = thread_share<K>(p.split);
+  const int stride = t.group * P;
 
   __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
   __shared__ float slice_sums[2];
   int parity = 0;
-  for (std::int64_t row0 = unit * rows_in_block; row0 < p.rows; row0 += units * rows_in_block) {
-    const std::int64_t row = row0 + slot;
-    const int packs = row < p.rows ? my_packs : 0;
-    const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + first_pack * P;
-
+  for (std::int64_t row0 = t.unit * t.rows_in_block; row0 < p.rows;
+       row0 += t.units * t.rows_in_block) {
+    const std::int64_t row = row0 + t.slot;
+    const int packs = row < p.rows ? t.packs : 0;
+    const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + t.first_pack * P;
     Pack<X, P> x[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       if (k < packs) x[k] = load_pack<X, P>(x_row + k * stride);
     }
-    float sum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (k < packs) {
-#pragma unroll
-        for (int i = 0; i < P; ++i) sum += Math::square(x[k].value(i));
-      }
-    }
-    sum = row_group_sum(sum, group, warp_sums[parity]);
-    if (s.slices > 1) sum = cluster_sum(sum, &slice_sums[parity], s.slices);
+    normalize_row<Math, P, K>(p, t, row, x, packs, warp_sums[parity], &slice_sums[parity]);
     parity ^= 1;
-    if (row >= p.rows) continue;
+  }
+  if (p.split.slices > 1) cluster_barrier();
+}
 
-    const float r = Math::rstd(sum, p.hidden, p.eps);
-    if (lane == 0 && slice == 0) p.rstd[row] = r;
-    Y* y_row = static_cast<Y*>(p.y) + row * p.y_row_stride + first_pack * P;
+// The register kernel on a persistent grid with x staged through shared memory: each CTA keeps
+// p.stages - 1 row blocks in flight (cp.async, pack_ring.cuh) while it normalizes the current one,
+// so memory never waits for a row's reduction. Same split, same sums in the same order, hence
+// the same bits as rms_norm_fwd_kernel. Needs 16-byte packs of x (P elements) and p.stages >= 2;
+// dynamic shared memory PackRing<X, P, K>::bytes(p.stages, blockDim.x).
+template <typename Math, int P>
+__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(const FwdParams p) {
+  using X = typename MathTraits<Math>::X;
+  constexpr int K = kFwdPacksPerThread;
+  const ThreadShare t = thread_share<K>(p.split);
+  const int stride = t.group * P;
+  const int stages = p.stages;
+  const std::int64_t step = t.units * t.rows_in_block;
+  extern __shared__ __align__(16) unsigned char ring_bytes[];
+  const PackRing<X, P, K> ring{reinterpret_cast<X*>(ring_bytes)};
+  const X* x_base = static_cast<const X*>(p.x) + t.first_pack * P;
+  // One commit group per row block, even an empty one, so that a row block's copies are complete
+  // once at most the stages - 1 groups committed after it are pending.
+  const auto fetch = [&](int stage, std::int64_t row0) {
+    const std::int64_t row = row0 + t.slot;
+    if (row < p.rows) ring.fill(stage, x_base + row * p.x_row_stride, t.packs, stride);
+    async_commit();
+  };
+
+  __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
+  __shared__ float slice_sums[2];
+  std::int64_t row0 = t.unit * t.rows_in_block;
+  for (int s = 0; s + 1 < stages; ++s) fetch(s, row0 + s * step);
+  int parity = 0;
+  for (int stage = 0; row0 < p.rows; row0 += step, stage = stage + 1 == stages ? 0 : stage + 1) {
+    // The slot consumed by the previous row block takes the one stages - 1 blocks ahead.
+    fetch(stage == 0 ? stages - 1 : stage - 1, row0 + (stages - 1) * step);
+    async_wait_at_most(stages - 1);
+    const std::int64_t row = row0 + t.slot;
+    const int packs = row < p.rows ? t.packs : 0;
+    Pack<X, P> x[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      if (k < packs)
-        normalize_pack<Math, P>(x[k], weight + k * stride, p.offset, r, y_row + k * stride);
+      if (k < packs) x[k] = ring.read(stage, k);
     }
+    normalize_row<Math, P, K>(p, t, row, x, packs, warp_sums[parity], &slice_sums[parity]);
+    parity ^= 1;
   }
-  if (s.slices > 1) cluster_barrier();
+  if (p.split.slices > 1) cluster_barrier();
 }
 
 // Rows too long for registers (and no cluster big enough): one row per block, read twice. The

@@ -7,17 +7,20 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 
 #include "core/dispatch.h"
 #include "cuda/common/launch.cuh"
+#include "cuda/common/occupancy.h"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/bwd_kernels.cuh"
 #include "cuda/rms_norm/fwd_kernels.cuh"
 #include "cuda/rms_norm/layout.cuh"
 #include "cuda/rms_norm/modes.h"
+#include "cuda/rms_norm/pack_ring.cuh"
 #include "math/rms_norm.h"
 #include "ops/rms_norm_args.h"
 
@@ -56,8 +59,31 @@ bool bwd_vectorizable(const detail::RmsNormBwdArgs& a) {
                           aligned(a.workspace, kPackAlignment<float, P>)));
 }
 
+// Shared memory of the staged kernels beyond their ring (static, rounded up).
+inline constexpr std::size_t kStagedStaticBytes = 1024;
+
+// Launches `kernel` on a persistent grid of as many blocks (clusters of `split.slices` CTAs) as
+// are resident at once, at most `units`, with `smem` bytes of dynamic shared memory. False (nothing
+// launched) if the ring does not fit or not even one block is resident.
+template <typename Params>
+bool launch_persistent(void (*kernel)(Params), const RowSplit& split, std::int64_t units,
+                       std::size_t smem, std::atomic<std::uint64_t>& configured, int device,
+                       cudaStream_t stream, const Params& p) {
+  const std::size_t limit = max_dynamic_smem(device, kStagedStaticBytes);
+  if (smem > limit) return false;
+  configure_once(kernel, configured, device, limit, true);
+  const dim3 block(split.block_threads);
+  const std::int64_t resident =
+      resident_clusters(reinterpret_cast<const void*>(kernel), block, smem, split.slices, device);
+  if (resident < 1) return false;
+  const std::int64_t grid = std::min({units, resident, kMaxGridBlocks / split.slices});
+  launch_kernel(kernel, grid * split.slices, block, smem, split.slices, stream, p);
+  return true;
+}
+
 template <typename Math, int P>
-void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, cudaStream_t stream) {
+void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cudaStream_t stream) {
+  using X = typename MathTraits<Math>::X;
   FwdParams p;
   p.x = a.x;
   p.x_row_stride = a.x_row_stride;
@@ -75,8 +101,19 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, cudaStream_t str
                   dim3(kTwoPassThreads), 0, 1, stream, p);
     return;
   }
-  // One CTA (or cluster) per block of rows; kernels loop if the grid had to be capped.
   const std::int64_t units = ceil_div(a.rows, rows_per_block(p.split));
+  if constexpr (sizeof(X) * P == 16) {
+    p.stages = tuning().fwd_stages;
+    if (p.stages >= 2) {
+      static std::atomic<std::uint64_t> configured{0};
+      const std::size_t smem =
+          PackRing<X, P, kFwdPacksPerThread>::bytes(p.stages, p.split.block_threads);
+      if (launch_persistent(rms_norm_fwd_staged_kernel<Math, P>, p.split, units, smem, configured,
+                            device, stream, p))
+        return;
+    }
+  }
+  // One CTA (or cluster) per block of rows; kernels loop if the grid had to be capped.
   const std::int64_t grid = std::min(units, kMaxGridBlocks / p.split.slices) * p.split.slices;
   launch_kernel(rms_norm_fwd_kernel<Math, P>, grid, dim3(p.split.block_threads), 0, p.split.slices,
                 stream, p);
@@ -84,7 +121,7 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, cudaStream_t str
 
 // dx and the dW partial rows; the caller then launches the finishing kernel (dw_finish.cuh).
 template <typename Math, int P>
-void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, cudaStream_t stream) {
+void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cudaStream_t stream) {
   using T = MathTraits<Math>;
   BwdParams p;
   p.dy = a.dy;
@@ -107,11 +144,19 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, cudaStream_t str
                   1, stream, p);
     return;
   }
+  constexpr int kDyBytes = static_cast<int>(sizeof(typename T::Y)) * P;
+  if constexpr (sizeof(typename T::X) * P == 16 && kDyBytes >= 4 && kDyBytes <= 16) {
+    p.stages = tuning().bwd_stages;
+    if (p.stages >= 2) {
+      static std::atomic<std::uint64_t> configured{0};
+      if (launch_persistent(rms_norm_bwd_staged_kernel<Math, P>, p.split, p.groups.groups,
+                            staged_bwd_bytes<Math, P>(p.split, p.stages), configured, device,
+                            stream, p))
+        return;
+    }
+  }
   // Several rows a block: their dW accumulators meet in one shared row slice (bwd_kernels.cuh).
-  const std::size_t slot_bytes =
-      T::kAffine && rows_per_block(p.split) > 1
-          ? sizeof(float) * p.split.threads_per_row * kBwdPacksPerThread * P
-          : 0;
+  const std::size_t slot_bytes = sizeof(float) * dw_slot_floats<Math, P>(p.split);
   launch_kernel(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
                 dim3(p.split.block_threads), slot_bytes, p.split.slices, stream, p);
 }
@@ -138,25 +183,25 @@ template <typename Math>
 inline constexpr int kVectorPack = static_cast<int>(16 / sizeof(typename MathTraits<Math>::X));
 
 template <CastingMode kMode>
-void fwd_for_mode(const detail::RmsNormFwdArgs& a, bool clusters, cudaStream_t stream) {
+void fwd_for_mode(const detail::RmsNormFwdArgs& a, bool clusters, int device, cudaStream_t stream) {
   dispatch_dtypes<kMode>(a, [&]<typename Math>() {
     constexpr int kVec = kVectorPack<Math>;
     if (fwd_vectorizable<Math, kVec>(a)) {
-      launch_fwd<Math, kVec>(a, clusters, stream);
+      launch_fwd<Math, kVec>(a, clusters, device, stream);
     } else {
-      launch_fwd<Math, 1>(a, clusters, stream);
+      launch_fwd<Math, 1>(a, clusters, device, stream);
     }
   });
 }
 
 template <CastingMode kMode>
-void bwd_for_mode(const detail::RmsNormBwdArgs& a, bool clusters, cudaStream_t stream) {
+void bwd_for_mode(const detail::RmsNormBwdArgs& a, bool clusters, int device, cudaStream_t stream) {
   dispatch_dtypes<kMode>(a, [&]<typename Math>() {
     constexpr int kVec = kVectorPack<Math>;
     if (bwd_vectorizable<Math, kVec>(a)) {
-      launch_bwd<Math, kVec>(a, clusters, stream);
+      launch_bwd<Math, kVec>(a, clusters, device, stream);
     } else {
-      launch_bwd<Math, 1>(a, clusters, stream);
+      launch_bwd<Math, 1>(a, clusters, device, stream);
     }
   });
 }

@@ -34,6 +34,10 @@ struct Tuning {
   // rows and min_elements_per_dw_group elements (partials stay a few percent of the traffic,
   // and a CTA gets enough work to hide memory latency).
   std::int64_t max_dw_groups = 512;
+  // Staged kernels (x, and dy in the backward, through a shared-memory ring of this many row
+  // blocks on a persistent grid; 0: the register kernels, which load rows straight into registers).
+  int fwd_stages = 3;
+  int bwd_stages = 0;
   std::int64_t min_rows_per_dw_group = 8;
   std::int64_t min_elements_per_dw_group = 8192;
 };
@@ -149,6 +153,7 @@ struct FwdParams {
   float eps = 0.0f;
   float offset = 0.0f;
   RowSplit split;
+  int stages = 0;  // staged kernel: row blocks in its shared-memory ring
 };
 
 struct BwdParams {
@@ -166,6 +171,7 @@ struct BwdParams {
   float offset = 0.0f;
   DwGroups groups;
   RowSplit split;
+  int stages = 0;  // staged kernel: row blocks in its shared-memory ring
 };
 
 // The storage types and options a math::RmsNorm instantiation was built for.

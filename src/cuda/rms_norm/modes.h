@@ -10,14 +10,14 @@
 namespace tigon::cuda::rms_norm {
 
 template <CastingMode kMode>
-void fwd_for_mode(const detail::RmsNormFwdArgs& a, bool clusters, cudaStream_t stream);
+void fwd_for_mode(const detail::RmsNormFwdArgs& a, bool clusters, int device, cudaStream_t stream);
 
 template <CastingMode kMode>
-void bwd_for_mode(const detail::RmsNormBwdArgs& a, bool clusters, cudaStream_t stream);
+void bwd_for_mode(const detail::RmsNormBwdArgs& a, bool clusters, int device, cudaStream_t stream);
 
-#define TIGON_RMS_NORM_MODE(kind, mode)                                                     \
-  kind template void fwd_for_mode<mode>(const detail::RmsNormFwdArgs&, bool, cudaStream_t); \
-  kind template void bwd_for_mode<mode>(const detail::RmsNormBwdArgs&, bool, cudaStream_t);
+#define TIGON_RMS_NORM_MODE(kind, mode)                                                          \
+  kind template void fwd_for_mode<mode>(const detail::RmsNormFwdArgs&, bool, int, cudaStream_t); \
+  kind template void bwd_for_mode<mode>(const detail::RmsNormBwdArgs&, bool, int, cudaStream_t);
 
 TIGON_RMS_NORM_MODE(extern, CastingMode::kLlama)
 TIGON_RMS_NORM_MODE(extern, CastingMode::kGemma)

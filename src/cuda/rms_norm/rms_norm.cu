@@ -20,14 +20,17 @@ namespace {
 
 using namespace tigon::cuda::rms_norm;
 
-void finish_dw(const detail::RmsNormBwdArgs& a, cudaStream_t stream) {
+// Launched right behind the partials kernel, as its programmatic dependent where the device
+// allows: its launch overlaps the partials kernel's tail, and it waits for it before reading.
+void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream) {
   const DwGroups groups = dw_groups(a.rows, a.hidden, tuning());
   const std::int64_t tiles = std::min(ceil_div(a.hidden, kFinishColumns), kMaxGridBlocks);
   detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
     using W = typename decltype(w_tag)::type;
-    launch_kernel(rms_norm_dw_finish_kernel<W>, tiles, dim3(kFinishColumns, kFinishRows), 0, 1,
-                  stream, static_cast<const float*>(a.workspace), groups.groups, a.hidden,
-                  static_cast<W*>(a.dw));
+    launch_dependent_kernel(rms_norm_dw_finish_kernel<W>, tiles, dim3(kFinishColumns, kFinishRows),
+                            0, 1, dependent_launch_available(device), stream,
+                            static_cast<const float*>(a.workspace), groups.groups, a.hidden,
+                            static_cast<W*>(a.dw));
   });
 }
 
@@ -46,7 +49,7 @@ void rms_norm_fwd(const detail::RmsNormFwdArgs& a, int device, void* stream) {
   const bool clusters = clusters_available(device);
   const auto s = static_cast<cudaStream_t>(stream);
   detail::dispatch_casting_mode(a.params.casting_mode, [&](auto mode) {
-    fwd_for_mode<decltype(mode)::value>(a, clusters, s);
+    fwd_for_mode<decltype(mode)::value>(a, clusters, device, s);
   });
 }
 
@@ -61,9 +64,9 @@ void rms_norm_bwd(const detail::RmsNormBwdArgs& a, int device, void* stream) {
   }
   const bool clusters = clusters_available(device);
   detail::dispatch_casting_mode(a.params.casting_mode, [&](auto mode) {
-    bwd_for_mode<decltype(mode)::value>(a, clusters, s);
+    bwd_for_mode<decltype(mode)::value>(a, clusters, device, s);
   });
-  if (a.dw != nullptr) finish_dw(a, s);
+  if (a.dw != nullptr) finish_dw(a, device, s);
 }
 
 }  // namespace tigon::cuda

@@ -33,6 +33,11 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
     t.min_rows_per_dw_group = v;
   } else if (key == "min_elements_per_dw_group") {
     t.min_elements_per_dw_group = v;
+  } else if (key == "fwd_stages" || key == "bwd_stages") {
+    if (v != 0 && (v < 2 || v > 8)) {
+      detail::throw_argument_error(kVariable, key, "0 or 2 to 8", std::to_string(v));
+    }
+    (key == "fwd_stages" ? t.fwd_stages : t.bwd_stages) = static_cast<int>(v);
   } else {
     detail::throw_argument_error(kVariable, key, "a key of struct Tuning (layout.cuh)",
                                  "an unknown key");
