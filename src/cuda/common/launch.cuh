@@ -64,12 +64,21 @@ inline std::size_t max_dynamic_smem(int device, std::size_t static_bytes) {
   return static_cast<std::size_t>(optin) > static_bytes ? optin - static_bytes : 0;
 }
 
-namespace launch_detail {
-
+// Launches kernel<<<grid, block, dynamic_smem, stream>>>(args...) with a 1-D grid, as clusters of
+// `cluster` CTAs along x when cluster > 1 (grid must then be a multiple of it), and as a
+// programmatic dependent launch (sm_90) when `dependent`: the kernel may then start while the
+// kernel before it on the stream is still running (once that one has called
+// allow_dependent_launch() in every CTA, or exited), which hides the launch gap and lets work that
+// needs nothing of the earlier kernel overlap its tail. Such a kernel must call
+// wait_for_prior_grid() (grid_dependency.cuh) before it touches anything the earlier kernel
+// writes. Pass dependent only where the caller knows which kernel comes before (its own), and only
+// where that kernel itself waited on its predecessors or was launched plainly; and only where
+// dependent_launch_available(device), since on code built for older GPUs the wait compiles away.
+// Throws kCudaError on failure.
 template <typename... KernelParams, typename... Args>
-void launch(void (*kernel)(KernelParams...), std::int64_t grid, dim3 block,
-            std::size_t dynamic_smem, int cluster, bool dependent, cudaStream_t stream,
-            Args&&... args) {
+void launch_dependent_kernel(void (*kernel)(KernelParams...), std::int64_t grid, dim3 block,
+                             std::size_t dynamic_smem, int cluster, bool dependent,
+                             cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(grid));
   config.blockDim = block;
@@ -95,32 +104,12 @@ void launch(void (*kernel)(KernelParams...), std::int64_t grid, dim3 block,
   TIGON_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace launch_detail
-
-// Launches kernel<<<grid, block, dynamic_smem, stream>>>(args...) with a 1-D grid, as clusters of
-// `cluster` CTAs along x when cluster > 1 (grid must then be a multiple of it). Throws kCudaError
-// on failure.
+// launch_dependent_kernel as a plain launch: the kernel starts after the one before it ends.
 template <typename... KernelParams, typename... Args>
 void launch_kernel(void (*kernel)(KernelParams...), std::int64_t grid, dim3 block,
                    std::size_t dynamic_smem, int cluster, cudaStream_t stream, Args&&... args) {
-  launch_detail::launch(kernel, grid, block, dynamic_smem, cluster, false, stream,
-                        std::forward<Args>(args)...);
-}
-
-// launch_kernel as a programmatic dependent launch (sm_90) when `dependent`: the kernel may start
-// while the kernel before it on the stream is still running (once that one has called
-// allow_dependent_launch() in every CTA, or exited), which hides the launch gap and lets work
-// that needs nothing of the earlier kernel overlap its tail. The kernel must call
-// wait_for_prior_grid() (grid_dependency.cuh) before it touches anything the earlier kernel
-// writes. Pass dependent only where the caller knows which kernel comes before (its own), and only
-// where that kernel itself waited on its predecessors or was launched plainly; and only where
-// dependent_launch_available(device), since on code built for older GPUs the wait compiles away.
-template <typename... KernelParams, typename... Args>
-void launch_dependent_kernel(void (*kernel)(KernelParams...), std::int64_t grid, dim3 block,
-                             std::size_t dynamic_smem, int cluster, bool dependent,
-                             cudaStream_t stream, Args&&... args) {
-  launch_detail::launch(kernel, grid, block, dynamic_smem, cluster, dependent, stream,
-                        std::forward<Args>(args)...);
+  launch_dependent_kernel(kernel, grid, block, dynamic_smem, cluster, false, stream,
+                          std::forward<Args>(args)...);
 }
 
 }  // namespace tigon::cuda
