@@ -107,10 +107,21 @@ def main() -> None:
         for m, h in shapes:
             cmd += ["--shape", f"{m}x{h}"]
         env = dict(os.environ, TIGON_RMS_NORM_TUNING=config)
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        # The child's per-shape lines are echoed as they come, so a sweep cut short still shows
+        # what it measured.
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        lines = []
+        for line in proc.stdout:
+            if line.startswith("RESULT "):
+                lines.append(line)
+            else:
+                print(line, end="", flush=True)
+        stderr = proc.stderr.read()
+        proc.wait()
         if proc.returncode != 0 or not lines:
-            print(f"  failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}", flush=True)
+            print(f"  failed (exit {proc.returncode}):\n{stderr[-2000:]}", flush=True)
             continue
         results[config] = json.loads(lines[-1][len("RESULT ") :])
 

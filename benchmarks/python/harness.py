@@ -88,7 +88,8 @@ def environment(device: str) -> dict:
 
 
 def time_ms(fn: Callable[[], object], device: str, reps: int, warmup: int = 3) -> float:
-    """Median wall time of fn in ms. On CUDA, CUDA events around each rep, L2 flushed between."""
+    """Median wall time of fn in ms. On CUDA, CUDA events around each rep, L2 flushed (clean)
+    between."""
     for _ in range(warmup):
         fn()
     if device != "cuda":
@@ -98,12 +99,16 @@ def time_ms(fn: Callable[[], object], device: str, reps: int, warmup: int = 3) -
             fn()
             samples.append((time.perf_counter() - t0) * 1e3)
         return statistics.median(samples)
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device="cuda")
+    # L2 is flushed by *reading* 256 MB: that leaves it full of clean lines, so every rep reads
+    # its inputs from HBM and pays no write-back. A zero_() flush (triton's do_bench) leaves ~50 MB
+    # of dirty lines whose write-back lands in the timed region: on an H100 it cost a 64 MB copy
+    # 13% of its bandwidth and the 16384x1024 RMSNorm forward 5 us of 35 (tools/l2_flush_probe.py).
+    flush = torch.ones(64 * 1024 * 1024, dtype=torch.float32, device="cuda")
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     torch.cuda.synchronize()
     for i in range(reps):
-        flush.zero_()  # evict L2 so every rep reads from HBM
+        flush.sum()
         starts[i].record()
         fn()
         ends[i].record()
@@ -136,8 +141,7 @@ def time_phases(
 
 def time_ms_back_to_back(fn: Callable[[], object], reps: int, warmup: int = 3) -> float:
     """Mean CUDA time of fn in ms over `reps` calls issued back to back, with no L2 flush: the
-    steady state of a kernel whose inputs may still sit in L2 (small shapes), and without the
-    write-back of a flush's dirty lines that `time_ms` charges to the first kernel after it."""
+    steady state of a kernel whose inputs may still sit in L2 (small shapes)."""
     for _ in range(warmup):
         fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -72,8 +72,18 @@ def main() -> None:
     for t in args.tunings:
         print(f"  running {t}", file=sys.stderr, flush=True)
         env = dict(os.environ, TIGON_CROSS_ENTROPY_TUNING=t)
-        cmd = [sys.executable, __file__, "--child", t, "--n", str(args.n), "--v", str(args.v),
-               "--reps", str(args.reps)] + (["--loss-only"] if args.loss_only else [])
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            t,
+            "--n",
+            str(args.n),
+            "--v",
+            str(args.v),
+            "--reps",
+            str(args.reps),
+        ] + (["--loss-only"] if args.loss_only else [])
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             print(f"{t:<40} FAILED: {done.stderr.strip().splitlines()[-1:]}")
@@ -83,8 +93,10 @@ def main() -> None:
         r["full_pct"] = 100 * gb / r["full_ms"] * 1e3 / ceiling
         r["kernel_pct"] = 100 * gb / r["kernel_ms"] * 1e3 / ceiling
         rows.append(r)
-        print(f"{t:<40} {r['full_ms']:8.3f} {r['full_pct']:6.1f} {r['kernel_ms']:9.3f} "
-              f"{r['kernel_pct']:6.1f}   {r['kernel']}")
+        print(
+            f"{t:<40} {r['full_ms']:8.3f} {r['full_pct']:6.1f} {r['kernel_ms']:9.3f} "
+            f"{r['kernel_pct']:6.1f}   {r['kernel']}"
+        )
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"ceiling_GBps": ceiling, "rows": rows}, f, indent=1)

@@ -218,18 +218,24 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(
   const int stride = t.group * P;
   const int stages = p.stages;
   const std::int64_t per_group = p.groups.rows_per_group;
-  // Row block j of this block (or cluster): dW group unit + (j / blocks_per_group) * units, its
-  // (j % blocks_per_group)-th block of rows_in_block rows.
+  // This block (or cluster) walks its row blocks in order: every block of dW group t.unit, then of
+  // t.unit + t.units, and so on. Cursors step through that order without a 64-bit division.
   const std::int64_t blocks_per_group = ceil_div(per_group, t.rows_in_block);
-  const std::int64_t blocks =
-      t.unit < p.groups.groups ? ((p.groups.groups - 1 - t.unit) / t.units + 1) * blocks_per_group
-                               : 0;
-  const auto group_of = [&](std::int64_t j) { return t.unit + j / blocks_per_group * t.units; };
-  // This thread's row in row block j, or -1 where its slot is past the group's end.
-  const auto row_of = [&](std::int64_t j) -> std::int64_t {
-    const std::int64_t g = group_of(j);
-    const std::int64_t row = g * per_group + j % blocks_per_group * t.rows_in_block + t.slot;
-    return row < min((g + 1) * per_group, p.rows) ? row : -1;
+  struct Cursor {
+    std::int64_t group;  // the dW group
+    std::int64_t block;  // the row block within it
+  };
+  const auto advance = [&](Cursor& c) {
+    if (++c.block == blocks_per_group) {
+      c.block = 0;
+      c.group += t.units;
+    }
+  };
+  // This thread's row at the cursor, or -1 where its slot is past the group's or the rows' end.
+  const auto row_at = [&](const Cursor& c) -> std::int64_t {
+    if (c.group >= p.groups.groups) return -1;
+    const std::int64_t row = c.group * per_group + c.block * t.rows_in_block + t.slot;
+    return row < min((c.group + 1) * per_group, p.rows) ? row : -1;
   };
 
   extern __shared__ __align__(16) unsigned char ring_bytes[];
@@ -240,30 +246,35 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(
                                                   PackRing<X, P, K>::bytes(stages, blockDim.x));
   const Y* dy_base = static_cast<const Y*>(p.dy) + t.first_pack * P;
   const X* x_base = static_cast<const X*>(p.x) + t.first_pack * P;
-  // One commit group per row block, even an empty one (see rms_norm_fwd_staged_kernel).
-  const auto fetch = [&](int stage, std::int64_t j) {
-    const std::int64_t row = j < blocks ? row_of(j) : -1;
+  // Fetches the row block at `ahead` into the ring and moves on. One commit group per row block,
+  // even an empty one (see rms_norm_fwd_staged_kernel).
+  Cursor ahead{t.unit, 0};
+  const auto fetch = [&](int stage) {
+    const std::int64_t row = row_at(ahead);
     if (row >= 0) {
       dy_ring.fill(stage, dy_base + row * p.dy_row_stride, t.packs, stride);
       x_ring.fill(stage, x_base + row * p.x_row_stride, t.packs, stride);
     }
     async_commit();
+    advance(ahead);
   };
 
   __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
   __shared__ float slice_sums[2];
-  for (int s = 0; s + 1 < stages; ++s) fetch(s, s);
+  for (int s = 0; s + 1 < stages; ++s) fetch(s);
   float acc[K][P];
-  std::int64_t row = blocks > 0 ? row_of(0) : -1;
+  Cursor at{t.unit, 0};
+  std::int64_t row = row_at(at);
   float r = row >= 0 ? p.rstd[row] : 0.0f;
   int parity = 0;
-  int stage = 0;
-  for (std::int64_t j = 0; j < blocks; ++j, stage = stage + 1 == stages ? 0 : stage + 1) {
+  for (int stage = 0; at.group < p.groups.groups; stage = stage + 1 == stages ? 0 : stage + 1) {
     // The slot consumed by the previous row block takes the one stages - 1 blocks ahead.
-    fetch(stage == 0 ? stages - 1 : stage - 1, j + stages - 1);
-    const std::int64_t next_row = j + 1 < blocks ? row_of(j + 1) : -1;
+    fetch(stage == 0 ? stages - 1 : stage - 1);
+    Cursor next = at;
+    advance(next);
+    const std::int64_t next_row = row_at(next);
     const float next_r = next_row >= 0 ? p.rstd[next_row] : 0.0f;
-    if (j % blocks_per_group == 0) {
+    if (at.block == 0) {
 #pragma unroll
       for (int k = 0; k < K; ++k) {
 #pragma unroll
@@ -283,9 +294,10 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(
     }
     grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, warp_sums[parity], &slice_sums[parity]);
     parity ^= 1;
-    if (j % blocks_per_group == blocks_per_group - 1) {
-      store_dw_partial<Math, P, K>(p, t, group_of(j), acc, slot_partials);
+    if (at.block == blocks_per_group - 1) {
+      store_dw_partial<Math, P, K>(p, t, at.group, acc, slot_partials);
     }
+    at = next;
     row = next_row;
     r = next_r;
   }

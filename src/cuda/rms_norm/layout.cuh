@@ -27,18 +27,26 @@ struct Tuning {
   int bwd_block_threads = 128;      // same for the backward
   int cluster_slice_threads = 512;  // past this many threads a row, split it over a cluster
   bool clusters = true;             // use sm_90 clusters where the device has them
+  // At least this many threads a row (fewer packs each) where the row has enough packs: short
+  // rows then spread over more, lighter CTAs.
+  int fwd_min_row_threads = 1;
+  int bwd_min_row_threads = 1;
   // Rows of at least this many elements take the streaming two-pass kernels.
   std::int64_t fwd_two_pass_min_hidden = std::int64_t{1} << 62;
   std::int64_t bwd_two_pass_min_hidden = std::int64_t{1} << 62;
-  // dW partial rows: at most max_dw_groups of them, each over at least min_rows_per_dw_group
-  // rows and min_elements_per_dw_group elements (partials stay a few percent of the traffic,
-  // and a CTA gets enough work to hide memory latency).
-  std::int64_t max_dw_groups = 512;
   // Staged kernels (x, and dy in the backward, through a shared-memory ring of this many row
   // blocks on a persistent grid; 0: the register kernels, which load rows straight into registers).
-  // Off by default until measured against the register kernels on the H200 (docs/ops/rms_norm.md).
+  // Off by default: slower than the register kernels on an H100 (docs/ops/rms_norm.md).
   int fwd_stages = 0;
   int bwd_stages = 0;
+  // dW partial rows: at most max_dw_groups of them, and no more than max_dw_partial_bytes of
+  // partials unless that leaves fewer than min_dw_groups; each group over at least
+  // min_rows_per_dw_group rows and min_elements_per_dw_group elements. The partials are written
+  // once and read once: 8 / (6 * rows per group) of a bf16 backward's traffic, 17% at 8 rows, so
+  // long rows (fewer, larger CTAs anyway) take fewer, longer groups.
+  std::int64_t max_dw_groups = 512;
+  std::int64_t max_dw_partial_bytes = std::int64_t{8} << 20;
+  std::int64_t min_dw_groups = 64;
   std::int64_t min_rows_per_dw_group = 8;
   std::int64_t min_elements_per_dw_group = 8192;
 };
@@ -71,7 +79,10 @@ inline constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return 
 
 inline DwGroups dw_groups(std::int64_t rows, std::int64_t hidden, const Tuning& t) {
   if (rows <= 0 || hidden <= 0) return {};
-  const std::int64_t per_group = std::max({ceil_div(rows, t.max_dw_groups), t.min_rows_per_dw_group,
+  const std::int64_t by_bytes =
+      std::max(t.min_dw_groups, t.max_dw_partial_bytes / (hidden * std::int64_t{sizeof(float)}));
+  const std::int64_t max_groups = std::min(t.max_dw_groups, by_bytes);
+  const std::int64_t per_group = std::max({ceil_div(rows, max_groups), t.min_rows_per_dw_group,
                                            ceil_div(t.min_elements_per_dw_group, hidden)});
   return {per_group, ceil_div(rows, per_group)};
 }
@@ -93,6 +104,7 @@ struct SplitPolicy {
   int block_threads = 128;          // target block size when rows are short enough to share one
   int cluster_slice_threads = 256;  // 0: no clusters
   bool two_pass = false;            // stream the row (two-pass kernels) whatever its length
+  int min_row_threads = 1;          // at least this many threads a row, where it has the packs
 };
 
 // Spreads `packs` packs per row over threads holding packs_per_thread packs each; rows longer than
@@ -101,14 +113,15 @@ struct SplitPolicy {
 inline RowSplit split_row(std::int64_t packs, const SplitPolicy& policy) {
   RowSplit split;
   split.packs = packs;
-  const std::int64_t threads = ceil_div(packs, policy.packs_per_thread);
+  const std::int64_t threads = std::max(ceil_div(packs, policy.packs_per_thread),
+                                        std::min<std::int64_t>(policy.min_row_threads, packs));
   int slices = 1;
   if (policy.cluster_slice_threads > 0) {
     while (slices < kMaxClusterSize && ceil_div(threads, slices) > policy.cluster_slice_threads)
       slices *= 2;
   }
   const std::int64_t slice_packs = ceil_div(packs, slices);
-  const std::int64_t slice_threads = ceil_div(slice_packs, policy.packs_per_thread);
+  const std::int64_t slice_threads = ceil_div(threads, slices);
   if (policy.two_pass || slice_threads > kMaxRowThreads) {
     split.two_pass = true;
     split.threads_per_row = kTwoPassThreads;
@@ -128,14 +141,14 @@ inline RowSplit split_row(std::int64_t packs, const SplitPolicy& policy) {
 
 inline SplitPolicy fwd_policy(std::int64_t hidden, bool clusters, const Tuning& t) {
   return {kFwdPacksPerThread, t.fwd_block_threads,
-          clusters && t.clusters ? t.cluster_slice_threads : 0,
-          hidden >= t.fwd_two_pass_min_hidden};
+          clusters && t.clusters ? t.cluster_slice_threads : 0, hidden >= t.fwd_two_pass_min_hidden,
+          t.fwd_min_row_threads};
 }
 
 inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& t) {
   return {kBwdPacksPerThread, t.bwd_block_threads,
-          clusters && t.clusters ? t.cluster_slice_threads : 0,
-          hidden >= t.bwd_two_pass_min_hidden};
+          clusters && t.clusters ? t.cluster_slice_threads : 0, hidden >= t.bwd_two_pass_min_hidden,
+          t.bwd_min_row_threads};
 }
 
 inline int rows_per_block(const RowSplit& split) {

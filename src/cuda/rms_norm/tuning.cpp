@@ -21,6 +21,10 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
     t.bwd_block_threads = static_cast<int>(v);
   } else if (key == "cluster_slice_threads") {
     t.cluster_slice_threads = static_cast<int>(v);
+  } else if (key == "fwd_min_row_threads") {
+    t.fwd_min_row_threads = static_cast<int>(v);
+  } else if (key == "bwd_min_row_threads") {
+    t.bwd_min_row_threads = static_cast<int>(v);
   } else if (key == "clusters") {
     t.clusters = v != 0;
   } else if (key == "fwd_two_pass_min_hidden") {
@@ -29,6 +33,10 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
     t.bwd_two_pass_min_hidden = v;
   } else if (key == "max_dw_groups") {
     t.max_dw_groups = v;
+  } else if (key == "max_dw_partial_bytes") {
+    t.max_dw_partial_bytes = v;
+  } else if (key == "min_dw_groups") {
+    t.min_dw_groups = v;
   } else if (key == "min_rows_per_dw_group") {
     t.min_rows_per_dw_group = v;
   } else if (key == "min_elements_per_dw_group") {
@@ -43,7 +51,8 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
                                  "an unknown key");
   }
   if (t.fwd_block_threads < 1 || t.bwd_block_threads < 1 || t.cluster_slice_threads < 32 ||
-      t.max_dw_groups < 1 || t.min_rows_per_dw_group < 1) {
+      t.fwd_min_row_threads < 1 || t.bwd_min_row_threads < 1 || t.max_dw_groups < 1 ||
+      t.max_dw_partial_bytes < 0 || t.min_dw_groups < 1 || t.min_rows_per_dw_group < 1) {
     detail::throw_argument_error(kVariable, key, "a value that keeps every count positive",
                                  std::to_string(v));
   }
