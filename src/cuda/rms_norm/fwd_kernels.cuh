@@ -73,14 +73,16 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
   }
 }
 
-// Rows held in registers: each thread keeps up to kFwdPacksPerThread packs of its row slice, so x
-// is read once and y written once. Several rows per block for short rows; one row per block, or
-// per cluster of blocks (sm_90), for long ones. Blocks loop over row blocks, so any row count
-// works.
-template <typename Math, int P>
-__global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const FwdParams p) {
+// Rows held in registers: each thread keeps up to K packs of its row slice, so x is read once and
+// y written once. Several rows per block for short rows; one row per block, or per cluster of
+// blocks (sm_90), for long ones. Blocks loop over row blocks, so any row count works. K is
+// kFwdPacksPerThread (64 registers at most: 1024 threads an SM), or kFwdLightPacksPerThread for
+// the light kernel (40, without spills on sm_90: 1536 threads an SM); the split must give each
+// thread at most K packs.
+template <typename Math, int P, int K = kFwdPacksPerThread>
+__global__ void __launch_bounds__(kMaxRowThreads, K <= kFwdLightPacksPerThread ? 3 : 2)
+    rms_norm_fwd_kernel(const FwdParams p) {
   using X = typename MathTraits<Math>::X;
-  constexpr int K = kFwdPacksPerThread;
   const ThreadShare t = thread_share<K>(p.split);
   const int stride = t.group * P;
 

@@ -81,6 +81,13 @@ bool launch_persistent(void (*kernel)(Params), const RowSplit& split, std::int64
   return true;
 }
 
+// One CTA (or cluster) per block of rows; kernels loop if the grid had to be capped.
+inline void launch_fwd_rows(void (*kernel)(FwdParams), const FwdParams& p, cudaStream_t stream) {
+  const std::int64_t units = ceil_div(p.rows, rows_per_block(p.split));
+  const std::int64_t grid = std::min(units, kMaxGridBlocks / p.split.slices) * p.split.slices;
+  launch_kernel(kernel, grid, dim3(p.split.block_threads), 0, p.split.slices, stream, p);
+}
+
 template <typename Math, int P>
 void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cudaStream_t stream) {
   using X = typename MathTraits<Math>::X;
@@ -101,11 +108,11 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
                   dim3(kTwoPassThreads), 0, 1, stream, p);
     return;
   }
-  const std::int64_t units = ceil_div(a.rows, rows_per_block(p.split));
   if constexpr (sizeof(X) * P == 16) {
     p.stages = tuning().fwd_stages;
     if (p.stages >= 2) {
       static std::atomic<std::uint64_t> configured{0};
+      const std::int64_t units = ceil_div(a.rows, rows_per_block(p.split));
       const std::size_t smem =
           PackRing<X, P, kFwdPacksPerThread>::bytes(p.stages, p.split.block_threads);
       if (launch_persistent(rms_norm_fwd_staged_kernel<Math, P>, p.split, units, smem, configured,
@@ -113,10 +120,18 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
         return;
     }
   }
-  // One CTA (or cluster) per block of rows; kernels loop if the grid had to be capped.
-  const std::int64_t grid = std::min(units, kMaxGridBlocks / p.split.slices) * p.split.slices;
-  launch_kernel(rms_norm_fwd_kernel<Math, P>, grid, dim3(p.split.block_threads), 0, p.split.slices,
-                stream, p);
+  if constexpr (P > 1) {
+    if (tuning().fwd_light) {
+      const RowSplit light = split_row(
+          a.hidden / P, fwd_policy(a.hidden, clusters, tuning(), kFwdLightPacksPerThread));
+      if (!light.two_pass && light.slices == 1) {
+        p.split = light;
+        launch_fwd_rows(rms_norm_fwd_kernel<Math, P, kFwdLightPacksPerThread>, p, stream);
+        return;
+      }
+    }
+  }
+  launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, stream);
 }
 
 // dx and the dW partial rows; the caller then launches the finishing kernel (dw_finish.cuh).

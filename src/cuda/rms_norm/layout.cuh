@@ -13,6 +13,7 @@ namespace tigon::cuda::rms_norm {
 // registers, so a row is read from memory exactly once. The forward holds x; the backward holds
 // x, dy and float32 dW accumulators, hence fewer per thread.
 inline constexpr int kFwdPacksPerThread = 8;
+inline constexpr int kFwdLightPacksPerThread = 2;  // the light forward kernel (fwd_kernels.cuh)
 inline constexpr int kBwdPacksPerThread = 4;
 inline constexpr int kMaxRowThreads = 512;   // launch bound of the register kernels
 inline constexpr int kMaxClusterSize = 8;    // the portable cluster size limit
@@ -27,6 +28,9 @@ struct Tuning {
   int bwd_block_threads = 128;      // same for the backward
   int cluster_slice_threads = 512;  // past this many threads a row, split it over a cluster
   bool clusters = true;             // use sm_90 clusters where the device has them
+  // The light forward kernel (kFwdLightPacksPerThread packs a thread, few registers) for rows
+  // one CTA holds that way, on the vector path: more, lighter CTAs.
+  bool fwd_light = false;
   // At least this many threads a row (fewer packs each) where the row has enough packs: short
   // rows then spread over more, lighter CTAs.
   int fwd_min_row_threads = 1;
@@ -139,8 +143,9 @@ inline RowSplit split_row(std::int64_t packs, const SplitPolicy& policy) {
   return split;
 }
 
-inline SplitPolicy fwd_policy(std::int64_t hidden, bool clusters, const Tuning& t) {
-  return {kFwdPacksPerThread, t.fwd_block_threads,
+inline SplitPolicy fwd_policy(std::int64_t hidden, bool clusters, const Tuning& t,
+                              int packs_per_thread = kFwdPacksPerThread) {
+  return {packs_per_thread, t.fwd_block_threads,
           clusters && t.clusters ? t.cluster_slice_threads : 0, hidden >= t.fwd_two_pass_min_hidden,
           t.fwd_min_row_threads};
 }

@@ -27,6 +27,8 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
     t.bwd_min_row_threads = static_cast<int>(v);
   } else if (key == "clusters") {
     t.clusters = v != 0;
+  } else if (key == "fwd_light") {
+    t.fwd_light = v != 0;
   } else if (key == "fwd_two_pass_min_hidden") {
     t.fwd_two_pass_min_hidden = v;
   } else if (key == "bwd_two_pass_min_hidden") {
