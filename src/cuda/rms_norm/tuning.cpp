@@ -25,10 +25,11 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
     t.fwd_min_row_threads = static_cast<int>(v);
   } else if (key == "bwd_min_row_threads") {
     t.bwd_min_row_threads = static_cast<int>(v);
-  } else if (key == "clusters") {
-    t.clusters = v != 0;
-  } else if (key == "fwd_light") {
-    t.fwd_light = v != 0;
+  } else if (key == "clusters" || key == "fwd_light") {
+    if (v != 0 && v != 1) {
+      detail::throw_argument_error(kVariable, key, "0 or 1", std::to_string(v));
+    }
+    (key == "clusters" ? t.clusters : t.fwd_light) = v == 1;
   } else if (key == "fwd_two_pass_min_hidden") {
     t.fwd_two_pass_min_hidden = v;
   } else if (key == "bwd_two_pass_min_hidden") {
