@@ -1,0 +1,131 @@
+// The CUDA RMSNorm launch plan's host logic (src/cuda/rms_norm/layout.cuh), checked without a GPU:
+// every row lands in exactly one dW group within the tuning's bounds, and every pack of a row in
+// exactly one thread's registers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "cuda/rms_norm/layout.cuh"
+
+namespace {
+
+using tigon::cuda::rms_norm::bwd_policy;
+using tigon::cuda::rms_norm::ceil_div;
+using tigon::cuda::rms_norm::dw_groups;
+using tigon::cuda::rms_norm::DwGroups;
+using tigon::cuda::rms_norm::fwd_policy;
+using tigon::cuda::rms_norm::kFwdLightPacksPerThread;
+using tigon::cuda::rms_norm::kMaxClusterSize;
+using tigon::cuda::rms_norm::kMaxRowThreads;
+using tigon::cuda::rms_norm::RowSplit;
+using tigon::cuda::rms_norm::split_row;
+using tigon::cuda::rms_norm::SplitPolicy;
+using tigon::cuda::rms_norm::Tuning;
+
+const std::vector<std::int64_t> kRows = {1, 7, 8, 9, 1000, 4096, 5003, 16384, 65536, 1 << 20};
+const std::vector<std::int64_t> kHidden = {1,    3,     127,   1000,  1024,   4096,
+                                           8192, 16384, 32768, 65536, 262144, 1 << 20};
+
+void expect_groups_valid(std::int64_t rows, std::int64_t hidden, const Tuning& t) {
+  SCOPED_TRACE(::testing::Message() << rows << " x " << hidden);
+  const DwGroups g = dw_groups(rows, hidden, t);
+  // Every row in exactly one group, no empty group.
+  EXPECT_GE(g.groups * g.rows_per_group, rows);
+  EXPECT_LT((g.groups - 1) * g.rows_per_group, rows);
+  EXPECT_LE(g.groups, t.max_dw_groups);
+  // Groups are only merged as far as the bounds ask: one row fewer per group would break one.
+  const std::int64_t cap =
+      std::min(t.max_dw_groups,
+               std::max(t.min_dw_groups, t.max_dw_partial_bytes / (hidden * std::int64_t{4})));
+  EXPECT_LE(g.groups, cap);
+  EXPECT_GE(g.rows_per_group, t.min_rows_per_dw_group);
+  EXPECT_GE(g.rows_per_group * hidden, t.min_elements_per_dw_group);
+  if (g.rows_per_group >
+      std::max(t.min_rows_per_dw_group, ceil_div(t.min_elements_per_dw_group, hidden))) {
+    EXPECT_GT(ceil_div(rows, g.rows_per_group - 1), cap);
+  }
+}
+
+TEST(RmsNormCudaLayout, DwGroupsCoverEveryRowOnceWithinTheBounds) {
+  Tuning few_bytes;
+  few_bytes.max_dw_partial_bytes = 65536;
+  few_bytes.min_dw_groups = 2;
+  for (const Tuning& t : {Tuning{}, few_bytes}) {
+    for (std::int64_t rows : kRows) {
+      for (std::int64_t hidden : kHidden) expect_groups_valid(rows, hidden, t);
+    }
+  }
+}
+
+TEST(RmsNormCudaLayout, DwPartialsOfLongRowsStayUnderTheByteCap) {
+  const Tuning t;
+  // H <= 4096: 512 groups, as before the cap.
+  EXPECT_EQ(dw_groups(16384, 4096, t).groups, 512);
+  EXPECT_EQ(dw_groups(16384, 4096, t).rows_per_group, 32);
+  // Longer rows: 8 MiB of float32 partials at most...
+  EXPECT_EQ(dw_groups(16384, 8192, t).groups, 256);
+  EXPECT_EQ(dw_groups(8192, 16384, t).groups, 128);
+  EXPECT_EQ(dw_groups(4096, 32768, t).groups, 64);
+  EXPECT_EQ(dw_groups(4096, 32768, t).rows_per_group, 64);
+  // ...unless that would leave fewer than 64 groups.
+  EXPECT_EQ(dw_groups(65536, 262144, t).groups, 64);
+  EXPECT_EQ(dw_groups(0, 4096, t).groups, 0);
+}
+
+void expect_split_valid(std::int64_t packs, const SplitPolicy& policy) {
+  SCOPED_TRACE(::testing::Message() << packs << " packs, " << policy.packs_per_thread
+                                    << " a thread, at least " << policy.min_row_threads);
+  const RowSplit s = split_row(packs, policy);
+  EXPECT_EQ(s.packs, packs);
+  if (s.two_pass) return;  // the two-pass kernels stream any length
+  ASSERT_GE(s.slices, 1);
+  ASSERT_LE(s.slices, kMaxClusterSize);
+  // The slices cover the row, and each slice's threads hold its packs.
+  EXPECT_GE(static_cast<std::int64_t>(s.slices) * s.slice_packs, packs);
+  EXPECT_GE(static_cast<std::int64_t>(s.threads_per_row) * policy.packs_per_thread, s.slice_packs);
+  EXPECT_GE(static_cast<std::int64_t>(s.threads_per_row) * s.slices,
+            std::min<std::int64_t>(policy.min_row_threads, packs));
+  // Rows share a warp only as an exact power of two; past 64 threads a row fills whole warps.
+  const int g = s.threads_per_row;
+  EXPECT_TRUE(g <= 64 ? (g & (g - 1)) == 0 : g % 32 == 0) << g;
+  EXPECT_LE(s.block_threads, kMaxRowThreads);
+  EXPECT_EQ(s.block_threads % g, 0);
+  if (s.slices > 1) EXPECT_EQ(s.block_threads, g);  // a cluster reduces one row
+}
+
+TEST(RmsNormCudaLayout, RowSplitsHoldEveryPack) {
+  const Tuning defaults;
+  Tuning spread;
+  spread.fwd_min_row_threads = 128;
+  spread.bwd_min_row_threads = 256;
+  spread.cluster_slice_threads = 256;
+  for (const Tuning& t : {defaults, spread}) {
+    for (bool clusters : {true, false}) {
+      for (std::int64_t hidden : kHidden) {
+        for (int p : {1, 4, 8}) {
+          if (hidden % p != 0) continue;
+          expect_split_valid(hidden / p, fwd_policy(hidden, clusters, t));
+          expect_split_valid(hidden / p, fwd_policy(hidden, clusters, t, kFwdLightPacksPerThread));
+          expect_split_valid(hidden / p, bwd_policy(hidden, clusters, t));
+        }
+      }
+    }
+  }
+}
+
+TEST(RmsNormCudaLayout, LightForwardServesRowsOneCtaHolds) {
+  // The launcher takes the light kernel where its split needs neither a cluster nor two passes:
+  // bf16 rows (8 elements a pack) up to 8192.
+  const Tuning t;
+  for (std::int64_t hidden : {1024, 4096, 8192}) {
+    const RowSplit s = split_row(hidden / 8, fwd_policy(hidden, true, t, kFwdLightPacksPerThread));
+    EXPECT_FALSE(s.two_pass);
+    EXPECT_EQ(s.slices, 1) << hidden;
+  }
+  const RowSplit s = split_row(16384 / 8, fwd_policy(16384, true, t, kFwdLightPacksPerThread));
+  EXPECT_GT(s.slices, 1);
+}
+
+}  // namespace
