@@ -11,18 +11,7 @@
 
 namespace {
 
-using tigon::cuda::rms_norm::bwd_policy;
-using tigon::cuda::rms_norm::ceil_div;
-using tigon::cuda::rms_norm::dw_groups;
-using tigon::cuda::rms_norm::DwGroups;
-using tigon::cuda::rms_norm::fwd_policy;
-using tigon::cuda::rms_norm::kFwdLightPacksPerThread;
-using tigon::cuda::rms_norm::kMaxClusterSize;
-using tigon::cuda::rms_norm::kMaxRowThreads;
-using tigon::cuda::rms_norm::RowSplit;
-using tigon::cuda::rms_norm::split_row;
-using tigon::cuda::rms_norm::SplitPolicy;
-using tigon::cuda::rms_norm::Tuning;
+using namespace tigon::cuda::rms_norm;  // NOLINT(google-build-using-namespace): the unit under test
 
 const std::vector<std::int64_t> kRows = {1, 7, 8, 9, 1000, 4096, 5003, 16384, 65536, 1 << 20};
 const std::vector<std::int64_t> kHidden = {1,    3,     127,   1000,  1024,   4096,
