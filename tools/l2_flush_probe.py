@@ -1,10 +1,10 @@
 """How much of a kernel's measured time is the write-back of the L2 flush's dirty lines.
 
-harness.time_ms flushes L2 with zero_() of 256 MB (as triton.testing.do_bench does), which leaves
-dirty lines that the timed kernel writes back. This times a device copy and the RMSNorm ops after
-that flush ("zero"), after a flush that leaves clean lines ("zero+read": the dirty lines are written
-back before the timed region) and after a read alone, so the difference can be put in numbers.
-(Written 2026-12-05; not yet run on a GPU.)
+Until 2026-12-05 harness.time_ms flushed L2 with zero_() of 256 MB (as triton.testing.do_bench
+does), which leaves dirty lines that the timed kernel writes back; it now flushes by reading. This
+times a device copy and the RMSNorm ops after the zero-fill ("zero"), after a flush that leaves
+clean lines ("zero+read": the dirty lines are written back before the timed region) and after a
+read alone, so the difference can be put in numbers (H100 figures: docs/benchmarks.md).
 
     TIGON_TORCH_LIBRARY=build/gpu/bindings/torch/_tigon_torch*.so PYTHONPATH=python \
         python tools/l2_flush_probe.py

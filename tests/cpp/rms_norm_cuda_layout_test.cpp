@@ -105,16 +105,18 @@ TEST(RmsNormCudaLayout, RowSplitsHoldEveryPack) {
 }
 
 TEST(RmsNormCudaLayout, LightForwardServesRowsOneCtaHolds) {
-  // The launcher takes the light kernel where its split needs neither a cluster nor two passes:
-  // bf16 rows (8 elements a pack) up to 8192.
+  // bf16 rows (8 elements a pack): one CTA of at most 512 threads holds up to 8192 at 2 packs a
+  // thread; longer rows (a cluster) and rows on a GPU without clusters past that go to the default.
   const Tuning t;
-  for (std::int64_t hidden : {1024, 4096, 8192}) {
-    const RowSplit s = split_row(hidden / 8, fwd_policy(hidden, true, t, kFwdLightPacksPerThread));
-    EXPECT_FALSE(s.two_pass);
+  for (std::int64_t hidden : {8, 1024, 4096, 8192}) {
+    const RowSplit s = light_fwd_split(hidden / 8, hidden, true, t);
+    EXPECT_EQ(s.packs, hidden / 8) << hidden;
     EXPECT_EQ(s.slices, 1) << hidden;
+    EXPECT_FALSE(s.two_pass) << hidden;
+    EXPECT_GE(static_cast<std::int64_t>(s.threads_per_row) * kFwdLightPacksPerThread, s.packs);
   }
-  const RowSplit s = split_row(16384 / 8, fwd_policy(16384, true, t, kFwdLightPacksPerThread));
-  EXPECT_GT(s.slices, 1);
+  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, true, t).packs, 0);
+  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, false, t).packs, 0);
 }
 
 }  // namespace

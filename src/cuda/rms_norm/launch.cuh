@@ -122,9 +122,8 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   }
   if constexpr (P > 1) {
     if (tuning().fwd_light) {
-      const RowSplit light = split_row(
-          a.hidden / P, fwd_policy(a.hidden, clusters, tuning(), kFwdLightPacksPerThread));
-      if (!light.two_pass && light.slices == 1) {
+      const RowSplit light = light_fwd_split(a.hidden / P, a.hidden, clusters, tuning());
+      if (light.packs > 0) {
         p.split = light;
         launch_fwd_rows(rms_norm_fwd_kernel<Math, P, kFwdLightPacksPerThread>, p, stream);
         return;

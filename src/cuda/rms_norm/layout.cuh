@@ -156,6 +156,14 @@ inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& 
           t.bwd_min_row_threads};
 }
 
+// The light forward kernel's split for `packs` packs a row, where one CTA holds the row that way
+// (no cluster, no two passes); else packs == 0 in the result and the default kernel serves it.
+inline RowSplit light_fwd_split(std::int64_t packs, std::int64_t hidden, bool clusters,
+                                const Tuning& t) {
+  const RowSplit s = split_row(packs, fwd_policy(hidden, clusters, t, kFwdLightPacksPerThread));
+  return !s.two_pass && s.slices == 1 ? s : RowSplit{};
+}
+
 inline int rows_per_block(const RowSplit& split) {
   return split.block_threads / split.threads_per_row;
 }
