@@ -47,12 +47,29 @@ TIGON_HD float bits_float(std::uint32_t u) {
 // bfloat16 is the top half of a float32, so widening is a shift.
 TIGON_HD float bf16_bits_to_float(std::uint16_t b) { return bits_float(std::uint32_t{b} << 16); }
 
+#if defined(__CUDA_ARCH__)
+// float -> 16 bit on the device through the packed conversion (cvt.rn.{bf16x2,f16x2}.f32, SASS
+// F2FP.*.PACK_AB) with an unused second lane: the scalar cvt.rn.{bf16,f16}.f32 compiles to F2F,
+// which issues on the SM's narrow transcendental unit (XU, 16 lanes a clock). Two of them an
+// element kept the RMSNorm forward's XU pipe 36% busy on an H100 (ncu, 2026-12-05), 2% with the
+// packed form, as in Inductor's kernel. Same round-to-nearest-even result.
+__device__ __forceinline__ __nv_bfloat16 device_float_to_bf16(float f) {
+#if __CUDA_ARCH__ >= 800
+  return __low2bfloat16(__floats2bfloat162_rn(f, 0.0f));
+#else
+  return __float2bfloat16_rn(f);
+#endif
+}
+__device__ __forceinline__ __half device_float_to_half(float f) {
+  return __low2half(__floats2half2_rn(f, 0.0f));
+}
+#endif
+
 TIGON_HD std::uint16_t float_to_bf16_bits(float f) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  // One cvt.rn.bf16.f32 instead of the integer sequence below: the same round-to-nearest-even
-  // result, and it keeps bf16 kernels memory-bound (Hopper issues half as many integer operations
-  // as float ones). NaN is mapped to the host's quiet NaN, so both backends store the same bits.
-  const std::uint16_t rounded = __bfloat16_as_ushort(__float2bfloat16_rn(f));
+  // One packed conversion instead of the integer sequence below: the same round-to-nearest-even
+  // result. NaN is mapped to the host's quiet NaN, so both backends store the same bits.
+  const std::uint16_t rounded = __bfloat16_as_ushort(device_float_to_bf16(f));
   return f != f ? std::uint16_t{0x7fc0u} : rounded;
 #else
   const std::uint32_t u = float_bits(f);
@@ -85,7 +102,7 @@ TIGON_HD float half_bits_to_float(std::uint16_t h) {
 TIGON_HD std::uint16_t float_to_half_bits(float f) {
 #if defined(__CUDA_ARCH__)
   // The hardware NaN is 0x7fff; map it to the host's quiet NaN with the input's sign.
-  const std::uint16_t rounded = __half_as_ushort(__float2half_rn(f));
+  const std::uint16_t rounded = __half_as_ushort(device_float_to_half(f));
   return f != f ? static_cast<std::uint16_t>(((float_bits(f) >> 16) & 0x8000u) | 0x7e00u) : rounded;
 #else
   std::uint32_t u = float_bits(f);
@@ -134,7 +151,7 @@ TIGON_HD float round_to(float v) {
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     // An intermediate rounding needs no NaN canonicalization (a NaN stays a NaN, and every store
     // canonicalizes), so on the device it is one cvt and one shift.
-    return __bfloat162float(__float2bfloat16_rn(v));
+    return __bfloat162float(device_float_to_bf16(v));
 #endif
   } else {
     return to_float(from_float<T>(v));

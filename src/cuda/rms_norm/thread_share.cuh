@@ -21,20 +21,35 @@ struct ThreadShare {
   int packs;
 };
 
+// Integer division compiles to a dozen instructions through the XU pipe, which the light forward
+// kernel (one short row a CTA, 16 elements a thread) cannot hide, so the common cases shift:
+// slices are powers of two, and so are threads_per_row up to 64 (above, one row a block unless a
+// tuning asks for bigger blocks).
 template <int K>
 __device__ __forceinline__ ThreadShare thread_share(const RowSplit& s) {
   ThreadShare t;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int threads = static_cast<int>(blockDim.x);
   t.group = s.threads_per_row;
-  t.slot = static_cast<int>(threadIdx.x) / t.group;
-  t.lane = static_cast<int>(threadIdx.x) - t.slot * t.group;
-  t.rows_in_block = static_cast<int>(blockDim.x) / t.group;
-  t.slice = static_cast<int>(blockIdx.x) % s.slices;
-  t.unit = blockIdx.x / s.slices;
-  t.units = gridDim.x / s.slices;
+  if ((t.group & (t.group - 1)) == 0) {
+    const int shift = __ffs(t.group) - 1;
+    t.slot = tid >> shift;
+    t.rows_in_block = threads >> shift;
+  } else {
+    t.slot = tid / t.group;
+    t.rows_in_block = threads / t.group;
+  }
+  t.lane = tid - t.slot * t.group;
+  const int slice_shift = __ffs(s.slices) - 1;
+  t.slice = static_cast<int>(blockIdx.x) & (s.slices - 1);
+  t.unit = blockIdx.x >> slice_shift;
+  t.units = gridDim.x >> slice_shift;
   t.first_pack = t.slice * s.slice_packs + t.lane;
   const int end_pack =
       static_cast<int>(min(static_cast<std::int64_t>(t.slice + 1) * s.slice_packs, s.packs));
-  t.packs = t.first_pack < end_pack ? min(K, (end_pack - t.first_pack + t.group - 1) / t.group) : 0;
+  t.packs = 0;  // min(K, ceil((end_pack - first_pack) / group)), or 0 past the end
+#pragma unroll
+  for (int k = 0; k < K; ++k) t.packs += t.first_pack + k * t.group < end_pack ? 1 : 0;
   return t;
 }
 
