@@ -1,14 +1,14 @@
 """What limits each RMSNorm kernel: profiles tigon's forward and backward (under one or more
 TIGON_RMS_NORM_TUNING values), torch.nn.functional.rms_norm and torch.compile of the HF module at
 one shape with Nsight Compute, and prints one table, a row per kernel: time, DRAM throughput and
-bytes, registers, block and grid, occupancy (theoretical and achieved) and the three largest warp
-stall reasons. Each case runs in its own `ncu --clock-control none` process, profiling that one op
+bytes, XU and ALU pipe use, registers, block and grid, occupancy (theoretical and achieved) and
+the three largest warp stall reasons. Each case runs in its own `ncu --clock-control none` process, profiling that one op
 call (setup and warm-up, compilation included, happen outside the profiled range); ncu flushes the
 caches before each kernel.
 
     TIGON_TORCH_LIBRARY=build/gpu/bindings/torch/_tigon_torch*.so PYTHONPATH=python \\
-        python tools/profile_rms_norm.py --shape 16384x4096 --config "" --config fwd_light=1 \\
-        --out prof
+        python tools/profile_rms_norm.py --shape 16384x4096 --config "" \\
+        --config fwd_light_max_row_threads=256 --out prof
 """
 
 from __future__ import annotations
@@ -94,13 +94,20 @@ def summarize(case: str, config: str, row: dict) -> dict:
         key=lambda kv: -kv[1],
     )
     name = row.get("Kernel Name", "?")
+    seconds = (number(row, "gpu__time_duration.sum") or 0.0) / 1e9
+    short_name = re.sub(r"\(.*$", "", name.split("<")[0].split("::")[-1]).removeprefix("void ")
     return {
         "case": case,
         "config": config,
-        "kernel": re.sub(r"\(.*$", "", name.split("<")[0].split("::")[-1])[:40],
-        "us": (number(row, "gpu__time_duration.sum") or 0.0) / 1e3,
-        "dram_%": number(row, "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-        "dram_MB": sum(number(row, f"dram__bytes_{d}.sum") or 0.0 for d in ("read", "write")) / 1e6,
+        "kernel": short_name[:40],
+        "us": seconds * 1e6,
+        "dram_%": number(row, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+        # Bytes that reached DRAM while the kernel ran: written lines still in L2 at its end are
+        # not counted, so a kernel whose output fits in L2 shows less than it moves.
+        "dram_MB": (number(row, "dram__bytes.sum.per_second") or 0.0) * seconds / 1e6,
+        # The XU pipe (conversions, MUFU, integer division) is narrow: a busy one caps the kernel.
+        "xu_%": number(row, "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_elapsed"),
+        "alu_%": number(row, "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed"),
         "regs": number(row, "launch__registers_per_thread"),
         "block": number(row, "launch__block_size"),
         "grid": number(row, "launch__grid_size"),
@@ -156,7 +163,8 @@ def main() -> None:
             print(f"profiling {case} [{config}] at {m}x{h}", flush=True)
             results += profile(case, config, m, h, args.out)
     (args.out / "profile_rms_norm.json").write_text(json.dumps(results, indent=1))
-    cols = ["case", "config", "kernel", "us", "dram_%", "dram_MB", "regs", "block", "grid"]
+    cols = ["case", "config", "kernel", "us", "dram_%", "dram_MB", "xu_%", "alu_%", "regs"]
+    cols += ["block", "grid"]
     cols += ["occ_theory_%", "occ_achieved_%", "stalls"]
     cells = [[cell(r[c]) for c in cols] for r in results]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]

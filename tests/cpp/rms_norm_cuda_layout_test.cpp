@@ -104,19 +104,28 @@ TEST(RmsNormCudaLayout, RowSplitsHoldEveryPack) {
   }
 }
 
-TEST(RmsNormCudaLayout, LightForwardServesRowsOneCtaHolds) {
-  // bf16 rows (8 elements a pack): one CTA of at most 512 threads holds up to 8192 at 2 packs a
-  // thread; longer rows (a cluster) and rows on a GPU without clusters past that go to the default.
-  const Tuning t;
-  for (std::int64_t hidden : {8, 1024, 4096, 8192}) {
+TEST(RmsNormCudaLayout, LightForwardServesRowsUpToItsThreadLimit) {
+  EXPECT_EQ(light_fwd_split(1024 / 8, 1024, true, Tuning{}).packs, 0);  // off by default
+  // bf16 rows (8 elements a pack) at 2 packs a thread: with a 256-thread limit up to H 4096;
+  // 8192 (512 threads) and longer rows (a cluster) go to the default kernel.
+  Tuning t;
+  t.fwd_light_max_row_threads = 256;
+  for (std::int64_t hidden : {8, 1024, 4096}) {
     const RowSplit s = light_fwd_split(hidden / 8, hidden, true, t);
     EXPECT_EQ(s.packs, hidden / 8) << hidden;
     EXPECT_EQ(s.slices, 1) << hidden;
     EXPECT_FALSE(s.two_pass) << hidden;
+    EXPECT_LE(s.threads_per_row, t.fwd_light_max_row_threads) << hidden;
     EXPECT_GE(static_cast<std::int64_t>(s.threads_per_row) * kFwdLightPacksPerThread, s.packs);
   }
-  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, true, t).packs, 0);
-  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, false, t).packs, 0);
+  for (bool clusters : {true, false}) {
+    EXPECT_EQ(light_fwd_split(8192 / 8, 8192, clusters, t).packs, 0);
+    EXPECT_EQ(light_fwd_split(16384 / 8, 16384, clusters, t).packs, 0);
+  }
+  Tuning wide;
+  wide.fwd_light_max_row_threads = kMaxRowThreads;  // one CTA's worth: up to 8192
+  EXPECT_EQ(light_fwd_split(8192 / 8, 8192, true, wide).packs, 8192 / 8);
+  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, true, wide).packs, 0);
 }
 
 }  // namespace

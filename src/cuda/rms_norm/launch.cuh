@@ -121,13 +121,11 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
     }
   }
   if constexpr (P > 1) {
-    if (tuning().fwd_light) {
-      const RowSplit light = light_fwd_split(a.hidden / P, a.hidden, clusters, tuning());
-      if (light.packs > 0) {
-        p.split = light;
-        launch_fwd_rows(rms_norm_fwd_kernel<Math, P, kFwdLightPacksPerThread>, p, stream);
-        return;
-      }
+    const RowSplit light = light_fwd_split(a.hidden / P, a.hidden, clusters, tuning());
+    if (light.packs > 0) {
+      p.split = light;
+      launch_fwd_rows(rms_norm_fwd_kernel<Math, P, kFwdLightPacksPerThread>, p, stream);
+      return;
     }
   }
   launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, stream);

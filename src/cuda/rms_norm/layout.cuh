@@ -29,8 +29,11 @@ struct Tuning {
   int cluster_slice_threads = 512;  // past this many threads a row, split it over a cluster
   bool clusters = true;             // use sm_90 clusters where the device has them
   // The light forward kernel (kFwdLightPacksPerThread packs a thread, few registers) for rows
-  // one CTA holds that way, on the vector path: more, lighter CTAs.
-  bool fwd_light = false;
+  // one CTA holds that way with at most this many threads, on the vector path: more, lighter
+  // CTAs. 0 (never) by default: at 16384 rows x 1024-4096 bf16 it is 4-12 points of the copy
+  // ceiling slower than the default kernel on an H200 (fewer bytes in flight a thread), though
+  // 5-8 points faster on an H100 with 256 (docs/benchmarks.md, 2026-12-05).
+  int fwd_light_max_row_threads = 0;
   // At least this many threads a row (fewer packs each) where the row has enough packs: short
   // rows then spread over more, lighter CTAs.
   int fwd_min_row_threads = 1;
@@ -157,11 +160,14 @@ inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& 
 }
 
 // The light forward kernel's split for `packs` packs a row, where one CTA holds the row that way
-// (no cluster, no two passes); else packs == 0 in the result and the default kernel serves it.
+// (no cluster, no two passes) in at most t.fwd_light_max_row_threads threads; else packs == 0 in
+// the result and the default kernel serves it.
 inline RowSplit light_fwd_split(std::int64_t packs, std::int64_t hidden, bool clusters,
                                 const Tuning& t) {
   const RowSplit s = split_row(packs, fwd_policy(hidden, clusters, t, kFwdLightPacksPerThread));
-  return !s.two_pass && s.slices == 1 ? s : RowSplit{};
+  const bool light =
+      !s.two_pass && s.slices == 1 && s.threads_per_row <= t.fwd_light_max_row_threads;
+  return light ? s : RowSplit{};
 }
 
 inline int rows_per_block(const RowSplit& split) {

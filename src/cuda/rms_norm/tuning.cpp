@@ -1,6 +1,7 @@
 // TIGON_RMS_NORM_TUNING: a developer's override of the launch choices in layout.cuh for one
 // process (tools/tune_rms_norm.py sweeps them). Read once; a malformed value is an error, never
 // silently ignored.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,11 +26,14 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
     t.fwd_min_row_threads = static_cast<int>(v);
   } else if (key == "bwd_min_row_threads") {
     t.bwd_min_row_threads = static_cast<int>(v);
-  } else if (key == "clusters" || key == "fwd_light") {
+  } else if (key == "fwd_light_max_row_threads") {
+    if (v < 0) detail::throw_argument_error(kVariable, key, ">= 0", std::to_string(v));
+    t.fwd_light_max_row_threads = static_cast<int>(std::min<std::int64_t>(v, kMaxRowThreads));
+  } else if (key == "clusters") {
     if (v != 0 && v != 1) {
       detail::throw_argument_error(kVariable, key, "0 or 1", std::to_string(v));
     }
-    (key == "clusters" ? t.clusters : t.fwd_light) = v == 1;
+    t.clusters = v == 1;
   } else if (key == "fwd_two_pass_min_hidden") {
     t.fwd_two_pass_min_hidden = v;
   } else if (key == "bwd_two_pass_min_hidden") {
