@@ -136,6 +136,10 @@ def _dtensor_worker(rank: int, world: int, port: int, device_type: str) -> None:
         _check_rms_norm_placements(mesh, device_type)
         _check_sequence_parallel_module(mesh, device_type)
         _check_inplace_backward_refuses_last_dim(mesh, device_type)
+        # Both ranks leave together: a rank that tears gloo down while its peer is still in
+        # the last collective's traffic can abort the peer ("terminate called without an
+        # active exception", seen once in CI).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
