@@ -9,33 +9,38 @@
 
 namespace tigon::cuda::rms_norm {
 
-// dw[j] = round_W(sum over groups of partials[g][j]), groups added in a fixed order: kFinishRows
-// threads per column each add every kFinishRows-th partial row in order, then those kFinishRows
-// sums are added in order. blockDim = (kFinishColumns, kFinishRows).
-inline constexpr int kFinishColumns = 32;
-inline constexpr int kFinishRows = 32;  // partial rows summed in parallel per column
+// dw[j] = round_W(sum over groups of partials[g][j]), groups added in a fixed order: with
+// blockDim = (columns, rows), `rows` threads per column each add every rows-th partial row in
+// order, then those `rows` sums are added in order. columns * rows = kFinishThreads; the column
+// tile (Tuning::finish_columns, 32 by default) is a function of the tuning alone, so dW's bits
+// stay a function of the shape.
+inline constexpr int kFinishThreads = 1024;
+inline constexpr int kFinishMinColumns = 8;  // 32-byte segments of a partial row
 
 template <typename W>
-__global__ void __launch_bounds__(kFinishColumns* kFinishRows)
+__global__ void __launch_bounds__(kFinishThreads)
     rms_norm_dw_finish_kernel(const float* partials, std::int64_t groups, std::int64_t hidden,
                               W* dw) {
   wait_for_prior_grid();  // launched as the partials kernel's dependent (rms_norm.cu)
-  __shared__ float sums[kFinishRows][kFinishColumns + 1];
+  // [rows][columns + 1]: the padding column keeps the column sums free of bank conflicts.
+  __shared__ float sums[kFinishThreads + kFinishThreads / kFinishMinColumns];
+  const int columns = static_cast<int>(blockDim.x);
+  const int rows = static_cast<int>(blockDim.y);
   const int tx = static_cast<int>(threadIdx.x);
   const int ty = static_cast<int>(threadIdx.y);
-  for (std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kFinishColumns; col0 < hidden;
-       col0 += static_cast<std::int64_t>(gridDim.x) * kFinishColumns) {
+  for (std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * columns; col0 < hidden;
+       col0 += static_cast<std::int64_t>(gridDim.x) * columns) {
     const std::int64_t col = col0 + tx;
     float sum = 0.0f;
     if (col < hidden) {
 #pragma unroll 8
-      for (std::int64_t g = ty; g < groups; g += kFinishRows) sum += partials[g * hidden + col];
+      for (std::int64_t g = ty; g < groups; g += rows) sum += partials[g * hidden + col];
     }
-    sums[ty][tx] = sum;
+    sums[ty * (columns + 1) + tx] = sum;
     __syncthreads();
     if (ty == 0 && col < hidden) {
-      float total = sums[0][tx];
-      for (int i = 1; i < kFinishRows; ++i) total += sums[i][tx];
+      float total = sums[tx];
+      for (int i = 1; i < rows; ++i) total += sums[i * (columns + 1) + tx];
       dw[col] = math::from_float<W>(total);
     }
     __syncthreads();

@@ -56,6 +56,9 @@ struct Tuning {
   std::int64_t min_dw_groups = 64;
   std::int64_t min_rows_per_dw_group = 8;
   std::int64_t min_elements_per_dw_group = 8192;
+  // Columns a CTA of the dW finishing kernel adds (8, 16 or 32; dw_finish.cuh): fewer give short
+  // rows more CTAs (H 1024: 32 CTAs at 32 columns), at the price of shorter memory segments.
+  int finish_columns = 32;
 };
 
 // The process's tuning: the defaults above, or TIGON_RMS_NORM_TUNING's (read once; rms_norm.cu).

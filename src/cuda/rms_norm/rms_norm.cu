@@ -24,13 +24,14 @@ using namespace tigon::cuda::rms_norm;
 // allows: its launch overlaps the partials kernel's tail, and it waits for it before reading.
 void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream) {
   const DwGroups groups = dw_groups(a.rows, a.hidden, tuning());
-  const std::int64_t tiles = std::min(ceil_div(a.hidden, kFinishColumns), kMaxGridBlocks);
+  const int columns = tuning().finish_columns;
+  const std::int64_t tiles = std::min(ceil_div(a.hidden, columns), kMaxGridBlocks);
   detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
     using W = typename decltype(w_tag)::type;
-    launch_dependent_kernel(rms_norm_dw_finish_kernel<W>, tiles, dim3(kFinishColumns, kFinishRows),
-                            0, 1, dependent_launch_available(device), stream,
-                            static_cast<const float*>(a.workspace), groups.groups, a.hidden,
-                            static_cast<W*>(a.dw));
+    launch_dependent_kernel(
+        rms_norm_dw_finish_kernel<W>, tiles, dim3(columns, kFinishThreads / columns), 0, 1,
+        dependent_launch_available(device), stream, static_cast<const float*>(a.workspace),
+        groups.groups, a.hidden, static_cast<W*>(a.dw));
   });
 }
 

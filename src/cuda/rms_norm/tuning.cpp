@@ -29,6 +29,11 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
   } else if (key == "fwd_light_max_row_threads") {
     if (v < 0) detail::throw_argument_error(kVariable, key, ">= 0", std::to_string(v));
     t.fwd_light_max_row_threads = static_cast<int>(std::min<std::int64_t>(v, kMaxRowThreads));
+  } else if (key == "finish_columns") {
+    if (v != 8 && v != 16 && v != 32) {
+      detail::throw_argument_error(kVariable, key, "8, 16 or 32", std::to_string(v));
+    }
+    t.finish_columns = static_cast<int>(v);
   } else if (key == "clusters") {
     if (v != 0 && v != 1) {
       detail::throw_argument_error(kVariable, key, "0 or 1", std::to_string(v));
