@@ -107,10 +107,10 @@ def main() -> None:
         for m, h in shapes:
             cmd += ["--shape", f"{m}x{h}"]
         env = dict(os.environ, TIGON_RMS_NORM_TUNING=config)
-        # The child's per-shape lines are echoed as they come, so a sweep cut short still shows
-        # what it measured.
+        # The child's lines (stderr merged, so neither pipe can fill and stall it) are echoed as
+        # they come, so a sweep cut short still shows what it measured.
         proc = subprocess.Popen(
-            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         lines = []
         for line in proc.stdout:
@@ -118,10 +118,9 @@ def main() -> None:
                 lines.append(line)
             else:
                 print(line, end="", flush=True)
-        stderr = proc.stderr.read()
         proc.wait()
         if proc.returncode != 0 or not lines:
-            print(f"  failed (exit {proc.returncode}):\n{stderr[-2000:]}", flush=True)
+            print(f"  failed (exit {proc.returncode}), its output above", flush=True)
             continue
         results[config] = json.loads(lines[-1][len("RESULT ") :])
 

@@ -53,16 +53,14 @@ TIGON_HD float bf16_bits_to_float(std::uint16_t b) { return bits_float(std::uint
 // which issues on the SM's narrow transcendental unit (XU, 16 lanes a clock). Two of them an
 // element kept the RMSNorm forward's XU pipe 36% busy on an H100 (ncu, 2026-12-05), 2% with the
 // packed form, as in Inductor's kernel. Same round-to-nearest-even result.
-__device__ __forceinline__ __nv_bfloat16 device_float_to_bf16(float f) {
-#if __CUDA_ARCH__ >= 800
-  return __low2bfloat16(__floats2bfloat162_rn(f, 0.0f));
-#else
-  return __float2bfloat16_rn(f);
-#endif
-}
 __device__ __forceinline__ __half device_float_to_half(float f) {
   return __low2half(__floats2half2_rn(f, 0.0f));
 }
+#if __CUDA_ARCH__ >= 800  // the bf16 conversions' callers below use it from sm_80 on
+__device__ __forceinline__ __nv_bfloat16 device_float_to_bf16(float f) {
+  return __low2bfloat16(__floats2bfloat162_rn(f, 0.0f));
+}
+#endif
 #endif
 
 TIGON_HD std::uint16_t float_to_bf16_bits(float f) {

@@ -167,6 +167,7 @@ inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& 
 // the result and the default kernel serves it.
 inline RowSplit light_fwd_split(std::int64_t packs, std::int64_t hidden, bool clusters,
                                 const Tuning& t) {
+  if (t.fwd_light_max_row_threads == 0) return {};  // the default: no split to work out per call
   const RowSplit s = split_row(packs, fwd_policy(hidden, clusters, t, kFwdLightPacksPerThread));
   const bool light =
       !s.two_pass && s.slices == 1 && s.threads_per_row <= t.fwd_light_max_row_threads;

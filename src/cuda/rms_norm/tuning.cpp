@@ -1,7 +1,6 @@
 // TIGON_RMS_NORM_TUNING: a developer's override of the launch choices in layout.cuh for one
 // process (tools/tune_rms_norm.py sweeps them). Read once; a malformed value is an error, never
 // silently ignored.
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -28,7 +27,7 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
     t.bwd_min_row_threads = static_cast<int>(v);
   } else if (key == "fwd_light_max_row_threads") {
     if (v < 0) detail::throw_argument_error(kVariable, key, ">= 0", std::to_string(v));
-    t.fwd_light_max_row_threads = static_cast<int>(std::min<std::int64_t>(v, kMaxRowThreads));
+    t.fwd_light_max_row_threads = static_cast<int>(v);
   } else if (key == "finish_columns") {
     if (v != 8 && v != 16 && v != 32) {
       detail::throw_argument_error(kVariable, key, "8, 16 or 32", std::to_string(v));
