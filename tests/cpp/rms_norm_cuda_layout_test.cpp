@@ -96,7 +96,8 @@ TEST(RmsNormCudaLayout, RowSplitsHoldEveryPack) {
         for (int p : {1, 4, 8}) {
           if (hidden % p != 0) continue;
           expect_split_valid(hidden / p, fwd_policy(hidden, clusters, t));
-          expect_split_valid(hidden / p, fwd_policy(hidden, clusters, t, kFwdLightPacksPerThread));
+          for (int light_packs : {2, 4})
+            expect_split_valid(hidden / p, fwd_policy(hidden, clusters, t, light_packs));
           expect_split_valid(hidden / p, bwd_policy(hidden, clusters, t));
         }
       }
@@ -105,27 +106,44 @@ TEST(RmsNormCudaLayout, RowSplitsHoldEveryPack) {
 }
 
 TEST(RmsNormCudaLayout, LightForwardServesRowsUpToItsThreadLimit) {
-  EXPECT_EQ(light_fwd_split(1024 / 8, 1024, true, Tuning{}).packs, 0);  // off by default
-  // bf16 rows (8 elements a pack) at 2 packs a thread: with a 256-thread limit up to H 4096;
-  // 8192 (512 threads) and longer rows (a cluster) go to the default kernel.
-  Tuning t;
-  t.fwd_light_max_row_threads = 256;
-  for (std::int64_t hidden : {8, 1024, 4096}) {
-    const RowSplit s = light_fwd_split(hidden / 8, hidden, true, t);
-    EXPECT_EQ(s.packs, hidden / 8) << hidden;
-    EXPECT_EQ(s.slices, 1) << hidden;
-    EXPECT_FALSE(s.two_pass) << hidden;
-    EXPECT_LE(s.threads_per_row, t.fwd_light_max_row_threads) << hidden;
-    EXPECT_GE(static_cast<std::int64_t>(s.threads_per_row) * kFwdLightPacksPerThread, s.packs);
-  }
-  for (bool clusters : {true, false}) {
-    EXPECT_EQ(light_fwd_split(8192 / 8, 8192, clusters, t).packs, 0);
-    EXPECT_EQ(light_fwd_split(16384 / 8, 16384, clusters, t).packs, 0);
+  Tuning off;
+  off.fwd_light_max_row_threads = 0;
+  EXPECT_EQ(light_fwd_split(1024 / 8, 1024, true, off).packs, 0);
+  // bf16 rows (8 elements a pack): by default 4 packs a thread within 256 threads, so up to
+  // H 8192; 16384 (512 threads) and longer rows (a cluster) go to the 8-pack kernel. With 2 packs
+  // a thread the same limit stops at 4096.
+  for (int packs_per_thread : {4, 2}) {
+    Tuning t;
+    t.fwd_light_packs_per_thread = packs_per_thread;
+    const std::int64_t longest = std::int64_t{8} * packs_per_thread * t.fwd_light_max_row_threads;
+    for (std::int64_t hidden : {std::int64_t{8}, std::int64_t{1024}, longest}) {
+      const RowSplit s = light_fwd_split(hidden / 8, hidden, true, t);
+      EXPECT_EQ(s.packs, hidden / 8) << hidden;
+      EXPECT_EQ(s.slices, 1) << hidden;
+      EXPECT_FALSE(s.two_pass) << hidden;
+      EXPECT_LE(s.threads_per_row, t.fwd_light_max_row_threads) << hidden;
+      EXPECT_GE(static_cast<std::int64_t>(s.threads_per_row) * packs_per_thread, s.packs);
+    }
+    for (bool clusters : {true, false}) {
+      EXPECT_EQ(light_fwd_split(2 * longest / 8, 2 * longest, clusters, t).packs, 0);
+      EXPECT_EQ(light_fwd_split(4 * longest / 8, 4 * longest, clusters, t).packs, 0);
+    }
   }
   Tuning wide;
-  wide.fwd_light_max_row_threads = kMaxRowThreads;  // one CTA's worth: up to 8192
-  EXPECT_EQ(light_fwd_split(8192 / 8, 8192, true, wide).packs, 8192 / 8);
-  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, true, wide).packs, 0);
+  wide.fwd_light_max_row_threads = kMaxRowThreads;  // one CTA's worth: up to 16384 at 4 packs
+  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, true, wide).packs, 16384 / 8);
+  EXPECT_EQ(light_fwd_split(32768 / 8, 32768, true, wide).packs, 0);
+}
+
+TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {
+  const Tuning defaults;
+  EXPECT_EQ(finish_columns(1024, defaults), 8);
+  EXPECT_EQ(finish_columns(2048, defaults), 8);
+  EXPECT_EQ(finish_columns(2049, defaults), 32);
+  Tuning fixed;
+  fixed.finish_columns = 16;
+  EXPECT_EQ(finish_columns(1024, fixed), 16);
+  EXPECT_EQ(finish_columns(65536, fixed), 16);
 }
 
 }  // namespace

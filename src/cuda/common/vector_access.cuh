@@ -52,11 +52,15 @@ struct Pack {
   __device__ __forceinline__ float value(int i) const { return math::to_float(at(i)); }
 };
 
+// How a pack is read. kReadOnly: the read-only data path, only for data no kernel writes while it
+// runs (the weight).
+enum class Load { kDefault, kReadOnly };
+
 namespace vector_detail {
 
-template <bool kReadOnly, typename V>
+template <Load kLoad, typename V>
 __device__ __forceinline__ V load_one(const V* p) {
-  if constexpr (kReadOnly) {
+  if constexpr (kLoad == Load::kReadOnly) {
     return __ldg(p);
   } else {
     return *p;
@@ -65,26 +69,25 @@ __device__ __forceinline__ V load_one(const V* p) {
 
 }  // namespace vector_detail
 
-// The pack at src (aligned to kPackAlignment<T, P>). kReadOnly uses the read-only data path: only
-// for data no kernel writes while it runs (the weight).
-template <typename T, int P, bool kReadOnly = false>
+// The pack at src (aligned to kPackAlignment<T, P>).
+template <typename T, int P, Load kLoad = Load::kDefault>
 __device__ __forceinline__ Pack<T, P> load_pack(const T* src) {
   using vector_detail::load_one;
   constexpr std::size_t kBytes = sizeof(T) * P;
   Pack<T, P> pack;
   if constexpr (kBytes == 2) {
-    pack.words[0] = load_one<kReadOnly>(reinterpret_cast<const unsigned short*>(src));
+    pack.words[0] = load_one<kLoad>(reinterpret_cast<const unsigned short*>(src));
   } else if constexpr (kBytes == 4) {
-    pack.words[0] = load_one<kReadOnly>(reinterpret_cast<const unsigned int*>(src));
+    pack.words[0] = load_one<kLoad>(reinterpret_cast<const unsigned int*>(src));
   } else if constexpr (kBytes == 8) {
-    const uint2 v = load_one<kReadOnly>(reinterpret_cast<const uint2*>(src));
+    const uint2 v = load_one<kLoad>(reinterpret_cast<const uint2*>(src));
     pack.words[0] = v.x;
     pack.words[1] = v.y;
   } else {
     static_assert(kBytes % 16 == 0, "packs are 2, 4, 8 or a multiple of 16 bytes");
 #pragma unroll
     for (int c = 0; c < static_cast<int>(kBytes / 16); ++c) {
-      const uint4 v = load_one<kReadOnly>(reinterpret_cast<const uint4*>(src) + c);
+      const uint4 v = load_one<kLoad>(reinterpret_cast<const uint4*>(src) + c);
       pack.words[4 * c] = v.x;
       pack.words[4 * c + 1] = v.y;
       pack.words[4 * c + 2] = v.z;

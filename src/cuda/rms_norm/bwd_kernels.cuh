@@ -26,7 +26,7 @@ __device__ __forceinline__ float grad_dot_pack(const Pack<typename MathTraits<Ma
                                                float offset, float r, float sum) {
   using T = MathTraits<Math>;
   if constexpr (T::kAffine) {
-    const auto w = load_pack<typename T::W, P, /*kReadOnly=*/true>(weight);
+    const auto w = load_pack<typename T::W, P, Load::kReadOnly>(weight);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       sum += Math::grad_scaled(dy.value(i), Math::scale(w.at(i), offset)) * (x.value(i) * r);
@@ -48,7 +48,7 @@ __device__ __forceinline__ void grad_pack(const Pack<typename MathTraits<Math>::
   using T = MathTraits<Math>;
   typename T::X out[P];
   Pack<typename T::W, P> w;
-  if constexpr (T::kAffine) w = load_pack<typename T::W, P, /*kReadOnly=*/true>(weight);
+  if constexpr (T::kAffine) w = load_pack<typename T::W, P, Load::kReadOnly>(weight);
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     const float g = dy.value(i);

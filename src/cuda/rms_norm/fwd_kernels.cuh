@@ -15,31 +15,40 @@
 
 namespace tigon::cuda::rms_norm {
 
-// y[j] for the P elements of one pack, from x (already in registers) and the weight pack.
+// The weight pack at `weight` (a pack of zeros, never read, without a weight).
+template <typename Math, int P>
+__device__ __forceinline__ Pack<typename MathTraits<Math>::W, P> weight_pack(
+    const typename MathTraits<Math>::W* weight) {
+  using T = MathTraits<Math>;
+  if constexpr (T::kAffine) {
+    return load_pack<typename T::W, P, Load::kReadOnly>(weight);
+  } else {
+    return {};
+  }
+}
+
+// y[j] for the P elements of one pack, from x and the weight pack w (both in registers).
 template <typename Math, int P>
 __device__ __forceinline__ void normalize_pack(const Pack<typename MathTraits<Math>::X, P>& x,
-                                               const typename MathTraits<Math>::W* weight,
+                                               const Pack<typename MathTraits<Math>::W, P>& w,
                                                float offset, float r,
                                                typename MathTraits<Math>::Y* y) {
   using T = MathTraits<Math>;
   typename T::Y out[P];
-  if constexpr (T::kAffine) {
-    const auto w = load_pack<typename T::W, P, /*kReadOnly=*/true>(weight);
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      out[i] = Math::output(Math::normalized(x.value(i), r), Math::scale(w.at(i), offset));
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < P; ++i) out[i] = Math::output(Math::normalized(x.value(i), r), 1.0f);
+  for (int i = 0; i < P; ++i) {
+    const float scale = T::kAffine ? Math::scale(w.at(i), offset) : 1.0f;
+    out[i] = Math::output(Math::normalized(x.value(i), r), scale);
   }
   store_pack<typename T::Y, P>(y, out);
 }
 
 // One row block's step once this thread's packs x[k], k < packs, are in registers (packs = 0 for
 // a slot past the last row): the row's sum of squares over its group (and cluster), rstd, y.
-// Every thread of the block (and cluster) must call it, in the same order.
-template <typename Math, int P, int K>
+// Every thread of the block (and cluster) must call it, in the same order. kWeightEarly: the
+// weight packs are loaded before the reduction, so their latency hides behind it instead of
+// following it (K more packs of registers: the light kernel only).
+template <typename Math, int P, int K, bool kWeightEarly = false>
 __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadShare& t,
                                               std::int64_t row,
                                               const Pack<typename MathTraits<Math>::X, P> (&x)[K],
@@ -49,6 +58,15 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
   using T = MathTraits<Math>;
   using W = typename T::W;
   using Y = typename T::Y;
+  const int stride = t.group * P;  // elements between a thread's consecutive packs
+  const W* weight = T::kAffine ? static_cast<const W*>(p.weight) + t.first_pack * P : nullptr;
+  Pack<W, P> w[kWeightEarly ? K : 1];
+  if constexpr (kWeightEarly) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (k < packs) w[k] = weight_pack<Math, P>(weight + k * stride);
+    }
+  }
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
@@ -63,24 +81,29 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
 
   const float r = Math::rstd(sum, p.hidden, p.eps);
   if (t.lane == 0 && t.slice == 0) p.rstd[row] = r;
-  const int stride = t.group * P;  // elements between a thread's consecutive packs
-  const W* weight = T::kAffine ? static_cast<const W*>(p.weight) + t.first_pack * P : nullptr;
   Y* y_row = static_cast<Y*>(p.y) + row * p.y_row_stride + t.first_pack * P;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    if (k < packs)
-      normalize_pack<Math, P>(x[k], weight + k * stride, p.offset, r, y_row + k * stride);
+    if (k < packs) {
+      Pack<W, P> wk;
+      if constexpr (kWeightEarly) {
+        wk = w[k];
+      } else {
+        wk = weight_pack<Math, P>(weight + k * stride);
+      }
+      normalize_pack<Math, P>(x[k], wk, p.offset, r, y_row + k * stride);
+    }
   }
 }
 
 // Rows held in registers: each thread keeps up to K packs of its row slice, so x is read once and
 // y written once. Several rows per block for short rows; one row per block, or per cluster of
 // blocks (sm_90), for long ones. Blocks loop over row blocks, so any row count works. K is
-// kFwdPacksPerThread (64 registers at most: 1024 threads an SM), or kFwdLightPacksPerThread for
-// the light kernel (40, without spills on sm_90: 1536 threads an SM); the split must give each
-// thread at most K packs.
+// kFwdPacksPerThread, or 4 or 2 for the light kernel (Tuning::fwd_light_packs_per_thread): 64
+// registers at most (1024 threads an SM), 40 with 2 packs (1536); the split must give each thread
+// at most K packs.
 template <typename Math, int P, int K = kFwdPacksPerThread>
-__global__ void __launch_bounds__(kMaxRowThreads, K <= kFwdLightPacksPerThread ? 3 : 2)
+__global__ void __launch_bounds__(kMaxRowThreads, K <= 2 ? 3 : 2)
     rms_norm_fwd_kernel(const FwdParams p) {
   using X = typename MathTraits<Math>::X;
   const ThreadShare t = thread_share<K>(p.split);
@@ -99,7 +122,8 @@ __global__ void __launch_bounds__(kMaxRowThreads, K <= kFwdLightPacksPerThread ?
     for (int k = 0; k < K; ++k) {
       if (k < packs) x[k] = load_pack<X, P>(x_row + k * stride);
     }
-    normalize_row<Math, P, K>(p, t, row, x, packs, warp_sums[parity], &slice_sums[parity]);
+    normalize_row<Math, P, K, (K <= kFwdWeightEarlyMaxPacks)>(
+        p, t, row, x, packs, warp_sums[parity], &slice_sums[parity]);
     parity ^= 1;
   }
   if (p.split.slices > 1) cluster_barrier();
@@ -199,8 +223,10 @@ __global__ void __launch_bounds__(kTwoPassThreads, 2)
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const std::int64_t pack = base + u * step;
-        if (pack < packs)
-          normalize_pack<Math, P>(x[u], weight + pack * P, p.offset, r, y_row + pack * P);
+        if (pack < packs) {
+          normalize_pack<Math, P>(x[u], weight_pack<Math, P>(weight + pack * P), p.offset, r,
+                                  y_row + pack * P);
+        }
       }
     }
   }

@@ -13,7 +13,9 @@ namespace tigon::cuda::rms_norm {
 // registers, so a row is read from memory exactly once. The forward holds x; the backward holds
 // x, dy and float32 dW accumulators, hence fewer per thread.
 inline constexpr int kFwdPacksPerThread = 8;
-inline constexpr int kFwdLightPacksPerThread = 2;  // the light forward kernel (fwd_kernels.cuh)
+// The forward register kernel loads the weight before the row's reduction up to this many packs a
+// thread (the light kernel; more would cost occupancy: K more packs of registers).
+inline constexpr int kFwdWeightEarlyMaxPacks = 4;
 inline constexpr int kBwdPacksPerThread = 4;
 inline constexpr int kMaxRowThreads = 512;   // launch bound of the register kernels
 inline constexpr int kMaxClusterSize = 8;    // the portable cluster size limit
@@ -28,12 +30,14 @@ struct Tuning {
   int bwd_block_threads = 128;      // same for the backward
   int cluster_slice_threads = 512;  // past this many threads a row, split it over a cluster
   bool clusters = true;             // use sm_90 clusters where the device has them
-  // The light forward kernel (kFwdLightPacksPerThread packs a thread, few registers) for rows
-  // one CTA holds that way with at most this many threads, on the vector path: more, lighter
-  // CTAs. 0 (never) by default: at 16384 rows x 1024-4096 bf16 it is 4-12 points of the copy
-  // ceiling slower than the default kernel on an H200 (fewer bytes in flight a thread), though
-  // 5-8 points faster on an H100 with 256 (docs/benchmarks.md, 2026-12-05).
-  int fwd_light_max_row_threads = 0;
+  // The light forward kernel (fwd_light_packs_per_thread packs a thread, 4 or 2, the weight
+  // loaded before the reduction) for rows one CTA holds that way with at most this many threads
+  // (0: never), on the 16-byte vector path of 16-bit x: more, lighter CTAs. With 4 packs and 256
+  // threads (bf16 H <= 8192) it is 2-13 points of the copy ceiling faster than the 8-pack kernel
+  // on an H200 at 16384 rows x 1024-8192; past one CTA (clusters) it is slower
+  // (docs/benchmarks.md, 2026-12-05 evening).
+  int fwd_light_max_row_threads = 256;
+  int fwd_light_packs_per_thread = 4;
   // At least this many threads a row (fewer packs each) where the row has enough packs: short
   // rows then spread over more, lighter CTAs.
   int fwd_min_row_threads = 1;
@@ -56,9 +60,11 @@ struct Tuning {
   std::int64_t min_dw_groups = 64;
   std::int64_t min_rows_per_dw_group = 8;
   std::int64_t min_elements_per_dw_group = 8192;
-  // Columns a CTA of the dW finishing kernel adds (8, 16 or 32; dw_finish.cuh): fewer give short
-  // rows more CTAs (H 1024: 32 CTAs at 32 columns), at the price of shorter memory segments.
-  int finish_columns = 32;
+  // Columns a CTA of the dW finishing kernel adds (8, 16 or 32; dw_finish.cuh), or 0: 8 for
+  // rows of up to 2048 elements, else 32. Fewer give short rows more CTAs (H 1024: 32 CTAs at 32
+  // columns), at the price of shorter memory segments: on an H200, 8 took the 4096x1024 backward
+  // from 29% to 32% of the copy ceiling and 1024x65536 from 35% to 30%.
+  int finish_columns = 0;
 };
 
 // The process's tuning: the defaults above, or TIGON_RMS_NORM_TUNING's (read once; rms_norm.cu).
@@ -162,13 +168,20 @@ inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& 
           t.bwd_min_row_threads};
 }
 
+// The finishing kernel's column tile for rows of `hidden` elements.
+inline int finish_columns(std::int64_t hidden, const Tuning& t) {
+  if (t.finish_columns != 0) return t.finish_columns;
+  return hidden <= 2048 ? 8 : 32;
+}
+
 // The light forward kernel's split for `packs` packs a row, where one CTA holds the row that way
 // (no cluster, no two passes) in at most t.fwd_light_max_row_threads threads; else packs == 0 in
-// the result and the default kernel serves it.
+// the result and the 8-pack kernel serves it.
 inline RowSplit light_fwd_split(std::int64_t packs, std::int64_t hidden, bool clusters,
                                 const Tuning& t) {
-  if (t.fwd_light_max_row_threads == 0) return {};  // the default: no split to work out per call
-  const RowSplit s = split_row(packs, fwd_policy(hidden, clusters, t, kFwdLightPacksPerThread));
+  if (t.fwd_light_max_row_threads == 0) return {};
+  const RowSplit s =
+      split_row(packs, fwd_policy(hidden, clusters, t, t.fwd_light_packs_per_thread));
   const bool light =
       !s.two_pass && s.slices == 1 && s.threads_per_row <= t.fwd_light_max_row_threads;
   return light ? s : RowSplit{};

@@ -24,7 +24,7 @@ using namespace tigon::cuda::rms_norm;
 // allows: its launch overlaps the partials kernel's tail, and it waits for it before reading.
 void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream) {
   const DwGroups groups = dw_groups(a.rows, a.hidden, tuning());
-  const int columns = tuning().finish_columns;
+  const int columns = finish_columns(a.hidden, tuning());
   const std::int64_t tiles = std::min(ceil_div(a.hidden, columns), kMaxGridBlocks);
   detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
     using W = typename decltype(w_tag)::type;

@@ -95,10 +95,10 @@ __global__ void __launch_bounds__(256) rope_kernel(const KernelParams p) {
     const std::int64_t cs = p.cos_strides[3], ss = p.sin_strides[3];
     const Pack<In, V> x1 = load_pack<In, V>(x + j * xs);
     const Pack<In, V> x2 = load_pack<In, V>(x + (j + h) * xs);
-    const Pack<C, V> c1 = load_pack<C, V, true>(c + j * cs);
-    const Pack<C, V> c2 = load_pack<C, V, true>(c + (j + h) * cs);
-    const Pack<C, V> s1 = load_pack<C, V, true>(s + j * ss);
-    const Pack<C, V> s2 = load_pack<C, V, true>(s + (j + h) * ss);
+    const Pack<C, V> c1 = load_pack<C, V, Load::kReadOnly>(c + j * cs);
+    const Pack<C, V> c2 = load_pack<C, V, Load::kReadOnly>(c + (j + h) * cs);
+    const Pack<C, V> s1 = load_pack<C, V, Load::kReadOnly>(s + j * ss);
+    const Pack<C, V> s2 = load_pack<C, V, Load::kReadOnly>(s + (j + h) * ss);
     Out r1[V], r2[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) {
