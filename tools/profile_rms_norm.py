@@ -8,7 +8,7 @@ caches before each kernel.
 
     TIGON_TORCH_LIBRARY=build/gpu/bindings/torch/_tigon_torch*.so PYTHONPATH=python \\
         python tools/profile_rms_norm.py --shape 16384x4096 --config "" \\
-        --config fwd_light_max_row_threads=256 --out prof
+        --config fwd_light_max_row_threads=0 --out prof
 """
 
 from __future__ import annotations
