@@ -98,6 +98,7 @@ TEST(RmsNormCudaLayout, RowSplitsHoldEveryPack) {
           expect_split_valid(hidden / p, fwd_policy(hidden, clusters, t));
           for (int light_packs : {2, 4})
             expect_split_valid(hidden / p, fwd_policy(hidden, clusters, t, light_packs));
+          expect_split_valid(hidden / p, bwd_policy(hidden, clusters, t, kBwdLightPacksPerThread));
           expect_split_valid(hidden / p, bwd_policy(hidden, clusters, t));
         }
       }
@@ -133,6 +134,21 @@ TEST(RmsNormCudaLayout, LightForwardServesRowsUpToItsThreadLimit) {
   wide.fwd_light_max_row_threads = kMaxRowThreads;  // one CTA's worth: up to 16384 at 4 packs
   EXPECT_EQ(light_fwd_split(16384 / 8, 16384, true, wide).packs, 16384 / 8);
   EXPECT_EQ(light_fwd_split(32768 / 8, 32768, true, wide).packs, 0);
+}
+
+TEST(RmsNormCudaLayout, LightBackwardServesRowsUpToItsThreadLimit) {
+  EXPECT_EQ(light_bwd_split(1024 / 8, 1024, true, Tuning{}).packs, 0);  // off by default
+  Tuning t;
+  t.bwd_light_max_row_threads = 256;  // bf16 at 2 packs a thread: up to H 4096
+  for (std::int64_t hidden : {8, 1024, 4096}) {
+    const RowSplit s = light_bwd_split(hidden / 8, hidden, true, t);
+    EXPECT_EQ(s.packs, hidden / 8) << hidden;
+    EXPECT_EQ(s.slices, 1) << hidden;
+    EXPECT_LE(s.threads_per_row, t.bwd_light_max_row_threads) << hidden;
+    EXPECT_GE(static_cast<std::int64_t>(s.threads_per_row) * kBwdLightPacksPerThread, s.packs);
+  }
+  for (bool clusters : {true, false})
+    EXPECT_EQ(light_bwd_split(8192 / 8, 8192, clusters, t).packs, 0);
 }
 
 TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {

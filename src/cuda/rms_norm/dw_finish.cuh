@@ -12,8 +12,8 @@ namespace tigon::cuda::rms_norm {
 // dw[j] = round_W(sum over groups of partials[g][j]), groups added in a fixed order: with
 // blockDim = (columns, rows), `rows` threads per column each add every rows-th partial row in
 // order, then those `rows` sums are added in order. columns * rows = kFinishThreads; the column
-// tile (Tuning::finish_columns, 32 by default) is a function of the tuning alone, so dW's bits
-// stay a function of the shape.
+// tile (finish_columns in layout.cuh: 8 for rows up to 2048 elements, else 32, unless tuned) is a
+// function of the row length and the tuning alone, so dW's bits stay a function of the shape.
 inline constexpr int kFinishThreads = 1024;
 inline constexpr int kFinishMinColumns = 8;  // 32-byte segments of a partial row
 

@@ -47,7 +47,7 @@ __device__ __forceinline__ void normalize_pack(const Pack<typename MathTraits<Ma
 // a slot past the last row): the row's sum of squares over its group (and cluster), rstd, y.
 // Every thread of the block (and cluster) must call it, in the same order. kWeightEarly: the
 // weight packs are loaded before the reduction, so their latency hides behind it instead of
-// following it (K more packs of registers: the light kernel only).
+// following it (K more packs of registers: kFwdWeightEarlyPacks).
 template <typename Math, int P, int K, bool kWeightEarly = false>
 __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadShare& t,
                                               std::int64_t row,
@@ -106,6 +106,8 @@ template <typename Math, int P, int K = kFwdPacksPerThread>
 __global__ void __launch_bounds__(kMaxRowThreads, K <= 2 ? 3 : 2)
     rms_norm_fwd_kernel(const FwdParams p) {
   using X = typename MathTraits<Math>::X;
+  constexpr bool kWeightEarly =
+      K == kFwdWeightEarlyPacks && sizeof(typename MathTraits<Math>::W) == 2;
   const ThreadShare t = thread_share<K>(p.split);
   const int stride = t.group * P;
 
@@ -122,8 +124,8 @@ __global__ void __launch_bounds__(kMaxRowThreads, K <= 2 ? 3 : 2)
     for (int k = 0; k < K; ++k) {
       if (k < packs) x[k] = load_pack<X, P>(x_row + k * stride);
     }
-    normalize_row<Math, P, K, (K <= kFwdWeightEarlyMaxPacks)>(
-        p, t, row, x, packs, warp_sums[parity], &slice_sums[parity]);
+    normalize_row<Math, P, K, kWeightEarly>(p, t, row, x, packs, warp_sums[parity],
+                                            &slice_sums[parity]);
     parity ^= 1;
   }
   if (p.split.slices > 1) cluster_barrier();

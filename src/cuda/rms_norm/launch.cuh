@@ -137,6 +137,15 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, stream);
 }
 
+// The register backward kernel with K packs a thread: one CTA (or cluster) per dW group; several
+// rows a block meet in one shared row slice of dW partials (bwd_kernels.cuh).
+template <typename Math, int P, int K>
+void launch_bwd_rows(const BwdParams& p, cudaStream_t stream) {
+  launch_kernel(rms_norm_bwd_kernel<Math, P, K>, p.groups.groups * p.split.slices,
+                dim3(p.split.block_threads), sizeof(float) * dw_slot_floats<Math, P, K>(p.split),
+                p.split.slices, stream, p);
+}
+
 // dx and the dW partial rows; the caller then launches the finishing kernel (dw_finish.cuh).
 template <typename Math, int P>
 void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cudaStream_t stream) {
@@ -173,10 +182,15 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
         return;
     }
   }
-  // Several rows a block: their dW accumulators meet in one shared row slice (bwd_kernels.cuh).
-  const std::size_t slot_bytes = sizeof(float) * dw_slot_floats<Math, P>(p.split);
-  launch_kernel(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
-                dim3(p.split.block_threads), slot_bytes, p.split.slices, stream, p);
+  if constexpr (P > 1) {
+    const RowSplit light = light_bwd_split(a.hidden / P, a.hidden, clusters, tuning());
+    if (light.packs > 0) {
+      p.split = light;
+      launch_bwd_rows<Math, P, kBwdLightPacksPerThread>(p, stream);
+      return;
+    }
+  }
+  launch_bwd_rows<Math, P, kBwdPacksPerThread>(p, stream);
 }
 
 // Calls f.template operator()<Math>() for the arguments' dtypes in casting mode kMode. Without a

@@ -13,13 +13,15 @@ namespace tigon::cuda::rms_norm {
 // registers, so a row is read from memory exactly once. The forward holds x; the backward holds
 // x, dy and float32 dW accumulators, hence fewer per thread.
 inline constexpr int kFwdPacksPerThread = 8;
-// The forward register kernel loads the weight before the row's reduction up to this many packs a
-// thread (the light kernel; more would cost occupancy: K more packs of registers).
-inline constexpr int kFwdWeightEarlyMaxPacks = 4;
+// The light forward kernel with this many packs a thread loads a 16-bit weight before the row's
+// reduction (K more packs of registers: within its 64 without spilling, where a float32 weight or
+// the 2-pack kernel's 40 would spill).
+inline constexpr int kFwdWeightEarlyPacks = 4;
 inline constexpr int kBwdPacksPerThread = 4;
-inline constexpr int kMaxRowThreads = 512;   // launch bound of the register kernels
-inline constexpr int kMaxClusterSize = 8;    // the portable cluster size limit
-inline constexpr int kTwoPassThreads = 512;  // block size of the two-pass (huge row) kernels
+inline constexpr int kBwdLightPacksPerThread = 2;  // the light backward kernel (bwd_kernels.cuh)
+inline constexpr int kMaxRowThreads = 512;         // launch bound of the register kernels
+inline constexpr int kMaxClusterSize = 8;          // the portable cluster size limit
+inline constexpr int kTwoPassThreads = 512;        // block size of the two-pass (huge row) kernels
 
 // The launch choices that change speed only (and, for the backward, the fixed order in which dW
 // terms are added, which stays a function of the shape). The defaults come from tuning runs on
@@ -38,6 +40,10 @@ struct Tuning {
   // (docs/benchmarks.md, 2026-12-05 evening).
   int fwd_light_max_row_threads = 256;
   int fwd_light_packs_per_thread = 4;
+  // The light backward kernel (kBwdLightPacksPerThread packs a thread: half the registers, twice
+  // the resident threads) for rows one CTA holds that way in at most this many threads (0: never,
+  // the default until it is measured on an H200).
+  int bwd_light_max_row_threads = 0;
   // At least this many threads a row (fewer packs each) where the row has enough packs: short
   // rows then spread over more, lighter CTAs.
   int fwd_min_row_threads = 1;
@@ -162,8 +168,9 @@ inline SplitPolicy fwd_policy(std::int64_t hidden, bool clusters, const Tuning& 
           t.fwd_min_row_threads};
 }
 
-inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& t) {
-  return {kBwdPacksPerThread, t.bwd_block_threads,
+inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& t,
+                              int packs_per_thread = kBwdPacksPerThread) {
+  return {packs_per_thread, t.bwd_block_threads,
           clusters && t.clusters ? t.cluster_slice_threads : 0, hidden >= t.bwd_two_pass_min_hidden,
           t.bwd_min_row_threads};
 }
@@ -174,17 +181,29 @@ inline int finish_columns(std::int64_t hidden, const Tuning& t) {
   return hidden <= 2048 ? 8 : 32;
 }
 
-// The light forward kernel's split for `packs` packs a row, where one CTA holds the row that way
-// (no cluster, no two passes) in at most t.fwd_light_max_row_threads threads; else packs == 0 in
-// the result and the 8-pack kernel serves it.
+// The split of `packs` packs a row under `policy` where one CTA holds the row that way (no
+// cluster, no two passes) in at most max_row_threads threads; else packs == 0 in the result
+// (also when max_row_threads is 0). The light kernels take the rows this admits.
+inline RowSplit single_cta_split(std::int64_t packs, const SplitPolicy& policy,
+                                 int max_row_threads) {
+  if (max_row_threads == 0) return {};
+  const RowSplit s = split_row(packs, policy);
+  const bool fits = !s.two_pass && s.slices == 1 && s.threads_per_row <= max_row_threads;
+  return fits ? s : RowSplit{};
+}
+
+// The light forward kernel's split (else packs == 0 and the 8-pack kernel serves the rows).
 inline RowSplit light_fwd_split(std::int64_t packs, std::int64_t hidden, bool clusters,
                                 const Tuning& t) {
-  if (t.fwd_light_max_row_threads == 0) return {};
-  const RowSplit s =
-      split_row(packs, fwd_policy(hidden, clusters, t, t.fwd_light_packs_per_thread));
-  const bool light =
-      !s.two_pass && s.slices == 1 && s.threads_per_row <= t.fwd_light_max_row_threads;
-  return light ? s : RowSplit{};
+  return single_cta_split(packs, fwd_policy(hidden, clusters, t, t.fwd_light_packs_per_thread),
+                          t.fwd_light_max_row_threads);
+}
+
+// The light backward kernel's split (else packs == 0 and the 4-pack kernel serves the rows).
+inline RowSplit light_bwd_split(std::int64_t packs, std::int64_t hidden, bool clusters,
+                                const Tuning& t) {
+  return single_cta_split(packs, bwd_policy(hidden, clusters, t, kBwdLightPacksPerThread),
+                          t.bwd_light_max_row_threads);
 }
 
 inline int rows_per_block(const RowSplit& split) {

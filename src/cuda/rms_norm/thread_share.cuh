@@ -22,7 +22,7 @@ struct ThreadShare {
 };
 
 // Integer division compiles to a dozen instructions through the XU pipe, which the light forward
-// kernel (one short row a CTA, 16 elements a thread) cannot hide, so the common cases shift:
+// kernel (short rows, 16-32 elements a thread) cannot hide, so the common cases shift:
 // slices are powers of two, and so are threads_per_row up to 64 (above, one row a block unless a
 // tuning asks for bigger blocks).
 template <int K>
