@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
 
 #include "math/rms_norm.h"
 
@@ -73,8 +74,13 @@ struct Tuning {
   int finish_columns = 0;
 };
 
-// The process's tuning: the defaults above, or TIGON_RMS_NORM_TUNING's (read once; rms_norm.cu).
+// The process's tuning: the defaults above, or TIGON_RMS_NORM_TUNING's (read once; tuning.cpp).
 const Tuning& tuning();
+
+// The defaults with the options of environment variable `variable` applied ("key=value,..."; the
+// keys of Tuning). An unknown key or a value out of its range throws an Error naming the variable,
+// the key, what was expected and what was given.
+Tuning tuning_from_environment(std::string_view variable);
 
 // One row's share of threads. Threads [k * threads_per_row, (k + 1) * threads_per_row) of a block
 // work on row slot k; with slices > 1, a cluster of `slices` CTAs splits each row into column

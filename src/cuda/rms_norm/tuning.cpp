@@ -14,7 +14,7 @@ namespace {
 
 constexpr std::string_view kVariable = "TIGON_RMS_NORM_TUNING";
 
-void set(Tuning& t, std::string_view key, std::int64_t v) {
+void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_t v) {
   if (key == "fwd_block_threads") {
     t.fwd_block_threads = static_cast<int>(v);
   } else if (key == "bwd_block_threads") {
@@ -26,22 +26,22 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
   } else if (key == "bwd_min_row_threads") {
     t.bwd_min_row_threads = static_cast<int>(v);
   } else if (key == "fwd_light_max_row_threads") {
-    if (v < 0) detail::throw_argument_error(kVariable, key, ">= 0", std::to_string(v));
+    if (v < 0) detail::throw_argument_error(variable, key, ">= 0", std::to_string(v));
     t.fwd_light_max_row_threads = static_cast<int>(v);
   } else if (key == "bwd_light_max_row_threads") {
-    if (v < 0) detail::throw_argument_error(kVariable, key, ">= 0", std::to_string(v));
+    if (v < 0) detail::throw_argument_error(variable, key, ">= 0", std::to_string(v));
     t.bwd_light_max_row_threads = static_cast<int>(v);
   } else if (key == "fwd_light_packs_per_thread") {
-    if (v != 2 && v != 4) detail::throw_argument_error(kVariable, key, "2 or 4", std::to_string(v));
+    if (v != 2 && v != 4) detail::throw_argument_error(variable, key, "2 or 4", std::to_string(v));
     t.fwd_light_packs_per_thread = static_cast<int>(v);
   } else if (key == "finish_columns") {
     if (v != 0 && v != 8 && v != 16 && v != 32) {
-      detail::throw_argument_error(kVariable, key, "0, 8, 16 or 32", std::to_string(v));
+      detail::throw_argument_error(variable, key, "0, 8, 16 or 32", std::to_string(v));
     }
     t.finish_columns = static_cast<int>(v);
   } else if (key == "clusters") {
     if (v != 0 && v != 1) {
-      detail::throw_argument_error(kVariable, key, "0 or 1", std::to_string(v));
+      detail::throw_argument_error(variable, key, "0 or 1", std::to_string(v));
     }
     t.clusters = v == 1;
   } else if (key == "fwd_two_pass_min_hidden") {
@@ -60,25 +60,32 @@ void set(Tuning& t, std::string_view key, std::int64_t v) {
     t.min_elements_per_dw_group = v;
   } else if (key == "fwd_stages" || key == "bwd_stages") {
     if (v != 0 && (v < 2 || v > 8)) {
-      detail::throw_argument_error(kVariable, key, "0 or 2 to 8", std::to_string(v));
+      detail::throw_argument_error(variable, key, "0 or 2 to 8", std::to_string(v));
     }
     (key == "fwd_stages" ? t.fwd_stages : t.bwd_stages) = static_cast<int>(v);
   } else {
-    detail::throw_argument_error(kVariable, key, "a key of struct Tuning (layout.cuh)",
+    detail::throw_argument_error(variable, key, "a key of struct Tuning (layout.cuh)",
                                  "an unknown key");
   }
   if (t.fwd_block_threads < 1 || t.bwd_block_threads < 1 || t.cluster_slice_threads < 32 ||
       t.fwd_min_row_threads < 1 || t.bwd_min_row_threads < 1 || t.max_dw_groups < 1 ||
       t.max_dw_partial_bytes < 0 || t.min_dw_groups < 1 || t.min_rows_per_dw_group < 1) {
-    detail::throw_argument_error(kVariable, key, "a value that keeps every count positive",
+    detail::throw_argument_error(variable, key, "a value that keeps every count positive",
                                  std::to_string(v));
   }
 }
 
 }  // namespace
 
+Tuning tuning_from_environment(std::string_view variable) {
+  return detail::options_from_environment<Tuning>(
+      variable, [variable](Tuning& t, std::string_view key, std::int64_t v) {
+        set(variable, t, key, v);
+      });
+}
+
 const Tuning& tuning() {
-  static const Tuning t = detail::options_from_environment<Tuning>(kVariable, set);
+  static const Tuning t = tuning_from_environment(kVariable);
   return t;
 }
 
