@@ -79,9 +79,8 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
 
 Tuning tuning_from_environment(std::string_view variable) {
   return detail::options_from_environment<Tuning>(
-      variable, [variable](Tuning& t, std::string_view key, std::int64_t v) {
-        set(variable, t, key, v);
-      });
+      variable,
+      [variable](Tuning& t, std::string_view key, std::int64_t v) { set(variable, t, key, v); });
 }
 
 const Tuning& tuning() {
