@@ -10,7 +10,7 @@
 #   GPU_CHECK_BENCHES="bench_glu bench_rope" runs only those benchmarks (default: all)
 #   GPU_CHECK_DEMO=1 runs the training demo on CUDA (examples/train_demo.py, what `make demo` runs)
 #   GPU_CHECK_DIST=1 adds the 2-GPU FSDP2/DDP benchmark (examples/distributed/train_fsdp.py)
-#   GPU_CHECK_CTEST_JOBS=8 GPU tests at once; pytest runs beside them and the sanitizer
+#   GPU_CHECK_CTEST_JOBS=8 GPU tests at once; pytest and racecheck run beside them and memcheck
 #   GPU_CHECK_PYTEST_WORKERS=6 pytest processes (pytest-xdist, where installed; 1: one process)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -35,7 +35,7 @@ step() {  # step NAME COMMAND...: runs it, logs to $LOGS/NAME.log, records statu
 
 record() {  # record NAME STATUS SECONDS: the summary line, with the log's last verdict
   local note
-  note=$(grep -E "tests passed|passed|failed|error:|Error" "$LOGS/$1.log" | tail -1 | cut -c1-90)
+  note=$(grep -E "tests passed|passed|failed|error:|Error|SUMMARY" "$LOGS/$1.log" | tail -1 | sed "s/^=* *//" | cut -c1-90)
   summary+=("$(printf '%-14s %-5s %5ss  %s' "$1" "$2" "$3" "$note")")
   [ "$2" = PASS ]
 }
@@ -112,13 +112,15 @@ ctest_gpu() {
 }
 
 # memcheck: every CUDA test but the >2^31-element ones (minutes under the tool) and the deliberate
-# invalid-device error; racecheck (slower): the small and edge-case ones.
-sanitizer() {
-  local bin=$BUILD/tests/tigon_cuda_tests
-  compute-sanitizer --tool memcheck --error-exitcode 1 "$bin" \
-    --gtest_filter="${GPU_CHECK_MEMCHECK_FILTER:-*}-*Huge*:*InvalidDevice*" &&
-    compute-sanitizer --tool racecheck --error-exitcode 1 "$bin" \
-      --gtest_filter='*Small*:*Edge*:*Strided*:*Unaligned*:*InPlace*:*Determin*:Slices/*v32776*:Slices/*v65544*:Slices/*v131080*:Slices/*rows1_*-*InvalidDevice*'
+# invalid-device error; racecheck (slower): the small and edge-case ones. Racecheck runs in the
+# background beside the GPU tests and memcheck (each tool is bound by its own host-side work).
+memcheck() {
+  compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/tigon_cuda_tests" \
+    --gtest_filter="${GPU_CHECK_MEMCHECK_FILTER:-*}-*Huge*:*InvalidDevice*"
+}
+racecheck() {
+  compute-sanitizer --tool racecheck --error-exitcode 1 "$BUILD/tests/tigon_cuda_tests" \
+    --gtest_filter='*Small*:*Edge*:*Strided*:*Unaligned*:*InPlace*:*Determin*:Slices/*v32776*:Slices/*v65544*:Slices/*v131080*:Slices/*rows1_*-*InvalidDevice*'
 }
 
 # pytest over GPU_CHECK_PYTEST_WORKERS processes (default 6; 1: one process) where pytest-xdist
@@ -187,9 +189,12 @@ if step build configure_and_build; then
   step link-check link_check
   if [ "${GPU_CHECK_TESTS:-1}" = 1 ]; then
     step ctest-cpu ctest_cpu
+    sanitize=${GPU_CHECK_SANITIZER:-1}
     step_in_background pytest pytest_all
+    [ "$sanitize" = 1 ] && step_in_background racecheck racecheck
     step ctest-gpu ctest_gpu
-    [ "${GPU_CHECK_SANITIZER:-1}" = 1 ] && step sanitizer sanitizer
+    [ "$sanitize" = 1 ] && step memcheck memcheck
+    [ "$sanitize" = 1 ] && step_join racecheck
     step_join pytest
   fi
   [ "${GPU_CHECK_PIP:-0}" = 1 ] && step pip-install pip_install
