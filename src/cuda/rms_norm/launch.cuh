@@ -121,9 +121,10 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
         return;
     }
   }
-  // The light kernel for 16-bit x only: it was tuned on bf16, and for float32 x (2 packs a
-  // thread) its different summation order moved the olmo2 float32 convergence test past its
-  // tolerance (2026-12-05; the rows differ from the CPU backend's by the same 1-2 ulp either way).
+  // The light kernel for 16-bit x only: it was tuned on bf16, and as the float32 default (then
+  // with 2 packs a thread) its different summation order moved the olmo2 float32 convergence test
+  // past its tolerance (2026-12-05; the rows differ from the CPU backend's by the same 1-2 ulp
+  // either way).
   if constexpr (P > 1 && sizeof(X) == 2) {
     const RowSplit light = light_fwd_split(a.hidden / P, a.hidden, clusters, tuning);
     if (light.packs > 0) {
@@ -182,7 +183,7 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
         return;
     }
   }
-  if constexpr (P > 1) {
+  if constexpr (P > 1 && sizeof(typename T::X) == 2) {  // 16-bit x only, as in the forward
     const RowSplit light = light_bwd_split(a.hidden / P, a.hidden, clusters, tuning());
     if (light.packs > 0) {
       p.split = light;
