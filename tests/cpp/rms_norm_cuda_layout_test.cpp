@@ -189,11 +189,12 @@ TEST_F(RmsNormTuningFromEnvironment, UnsetGivesTheDefaults) {
 TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   const Tuning t = parse(
       "fwd_light_packs_per_thread=2,finish_columns=16,bwd_light_max_row_threads=128,"
-      "fwd_light_max_row_threads=0,finish_columns=8");
+      "fwd_light_max_row_threads=0,finish_columns=8,finish_tree=1");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.bwd_light_max_row_threads, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
   EXPECT_EQ(t.finish_columns, 8);  // the later value wins
+  EXPECT_TRUE(t.finish_tree);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
@@ -208,6 +209,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"finish_columns=12", "finish_columns", "0, 8, 16 or 32"},
       {"fwd_stages=1", "fwd_stages", "0 or 2 to 8"},
       {"clusters=2", "clusters", "0 or 1"},
+      {"finish_tree=2", "finish_tree", "0 or 1"},
       {"bwd_light_max_row_threads=-1", "bwd_light_max_row_threads", "a non-negative integer"},
       {"fwd_block_threads=0", "fwd_block_threads", "keeps every count positive"},
       {"fwd_light=1", "fwd_light", "a key of struct Tuning"},

@@ -72,6 +72,10 @@ struct Tuning {
   // columns), at the price of shorter memory segments: on an H200, 8 took the 4096x1024 backward
   // from 29% to 32% of the copy ceiling and 1024x65536 from 35% to 30%.
   int finish_columns = 0;
+  // The finishing kernel adds its per-column partial sums pairwise (log2(rows) steps) rather than
+  // in a chain of rows - 1 adds: off until measured on an H200 (different bits, still a function
+  // of the shape).
+  bool finish_tree = false;
 };
 
 // The process's tuning: the defaults above, or TIGON_RMS_NORM_TUNING's (read once; tuning.cpp).
