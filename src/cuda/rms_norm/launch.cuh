@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "core/dispatch.h"
 #include "cuda/common/launch.cuh"
@@ -183,7 +184,10 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
         return;
     }
   }
-  if constexpr (P > 1 && sizeof(typename T::X) == 2) {  // 16-bit x only, as in the forward
+  // 16-bit x only, as in the forward, and a weight of x's dtype (other weights spill 16-20 bytes
+  // at its 64 registers).
+  if constexpr (P > 1 && sizeof(typename T::X) == 2 &&
+                std::is_same_v<typename T::W, typename T::X>) {
     const RowSplit light = light_bwd_split(a.hidden / P, a.hidden, clusters, tuning());
     if (light.packs > 0) {
       p.split = light;

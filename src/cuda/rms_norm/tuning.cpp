@@ -26,10 +26,8 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
   } else if (key == "bwd_min_row_threads") {
     t.bwd_min_row_threads = static_cast<int>(v);
   } else if (key == "fwd_light_max_row_threads") {
-    if (v < 0) detail::throw_argument_error(variable, key, ">= 0", std::to_string(v));
     t.fwd_light_max_row_threads = static_cast<int>(v);
   } else if (key == "bwd_light_max_row_threads") {
-    if (v < 0) detail::throw_argument_error(variable, key, ">= 0", std::to_string(v));
     t.bwd_light_max_row_threads = static_cast<int>(v);
   } else if (key == "fwd_light_packs_per_thread") {
     if (v != 2 && v != 4) detail::throw_argument_error(variable, key, "2 or 4", std::to_string(v));
