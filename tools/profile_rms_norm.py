@@ -2,9 +2,9 @@
 TIGON_RMS_NORM_TUNING values), torch.nn.functional.rms_norm and torch.compile of the HF module at
 one shape with Nsight Compute, and prints one table, a row per kernel: time, DRAM throughput and
 bytes, XU and ALU pipe use, registers, block and grid, occupancy (theoretical and achieved) and
-the three largest warp stall reasons. Each case runs in its own `ncu --clock-control none` process, profiling that one op
-call (setup and warm-up, compilation included, happen outside the profiled range); ncu flushes the
-caches before each kernel.
+the three largest warp stall reasons. Each case runs in its own `ncu --clock-control none`
+process, profiling that one op call (setup and warm-up, compilation included, happen outside the
+profiled range); ncu flushes the caches before each kernel.
 
     TIGON_TORCH_LIBRARY=build/gpu/bindings/torch/_tigon_torch*.so PYTHONPATH=python \\
         python tools/profile_rms_norm.py --shape 16384x4096 --config "" \\
