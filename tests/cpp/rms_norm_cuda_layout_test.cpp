@@ -97,10 +97,10 @@ TEST(RmsNormCudaLayout, RowSplitsHoldEveryPack) {
       for (std::int64_t hidden : kHidden) {
         for (int p : {1, 4, 8}) {
           if (hidden % p != 0) continue;
-          expect_split_valid(hidden / p, fwd_policy(hidden, clusters, t));
+          const int x_size = p == 8 ? 2 : 4;
+          expect_split_valid(hidden / p, fwd_policy(hidden, x_size, clusters, t));
           for (int light_packs : {2, 4})
-            expect_split_valid(hidden / p, fwd_policy(hidden, clusters, t, light_packs));
-          expect_split_valid(hidden / p, bwd_policy(hidden, clusters, t, kBwdLightPacksPerThread));
+            expect_split_valid(hidden / p, fwd_policy(hidden, x_size, clusters, t, light_packs));
           expect_split_valid(hidden / p, bwd_policy(hidden, clusters, t));
         }
       }
@@ -111,16 +111,16 @@ TEST(RmsNormCudaLayout, RowSplitsHoldEveryPack) {
 TEST(RmsNormCudaLayout, LightForwardServesRowsUpToItsThreadLimit) {
   Tuning off;
   off.fwd_light_max_row_threads = 0;
-  EXPECT_EQ(light_fwd_split(1024 / 8, 1024, true, off).packs, 0);
-  // bf16 rows (8 elements a pack): by default 4 packs a thread within 256 threads, so up to
-  // H 8192; 16384 (512 threads) and longer rows (a cluster) go to the 8-pack kernel. With 2 packs
-  // a thread the same limit stops at 4096.
+  EXPECT_EQ(light_fwd_split(1024 / 8, 1024, 2, true, off).packs, 0);
+  // bf16 rows (8 elements a pack): by default 4 packs a thread within 512 threads, so up to
+  // H 16384; 32768 goes to the two-pass kernel, longer rows to clusters. With 2 packs a thread
+  // the same limit stops at 8192.
   for (int packs_per_thread : {4, 2}) {
     Tuning t;
     t.fwd_light_packs_per_thread = packs_per_thread;
     const std::int64_t longest = std::int64_t{8} * packs_per_thread * t.fwd_light_max_row_threads;
     for (std::int64_t hidden : {std::int64_t{8}, std::int64_t{1024}, longest}) {
-      const RowSplit s = light_fwd_split(hidden / 8, hidden, true, t);
+      const RowSplit s = light_fwd_split(hidden / 8, hidden, 2, true, t);
       EXPECT_EQ(s.packs, hidden / 8) << hidden;
       EXPECT_EQ(s.slices, 1) << hidden;
       EXPECT_FALSE(s.two_pass) << hidden;
@@ -128,29 +128,29 @@ TEST(RmsNormCudaLayout, LightForwardServesRowsUpToItsThreadLimit) {
       EXPECT_GE(static_cast<std::int64_t>(s.threads_per_row) * packs_per_thread, s.packs);
     }
     for (bool clusters : {true, false}) {
-      EXPECT_EQ(light_fwd_split(2 * longest / 8, 2 * longest, clusters, t).packs, 0);
-      EXPECT_EQ(light_fwd_split(4 * longest / 8, 4 * longest, clusters, t).packs, 0);
+      EXPECT_EQ(light_fwd_split(2 * longest / 8, 2 * longest, 2, clusters, t).packs, 0);
+      EXPECT_EQ(light_fwd_split(4 * longest / 8, 4 * longest, 2, clusters, t).packs, 0);
     }
   }
-  Tuning wide;
-  wide.fwd_light_max_row_threads = kMaxRowThreads;  // one CTA's worth: up to 16384 at 4 packs
-  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, true, wide).packs, 16384 / 8);
-  EXPECT_EQ(light_fwd_split(32768 / 8, 32768, true, wide).packs, 0);
+  Tuning narrow;
+  narrow.fwd_light_max_row_threads = 256;
+  EXPECT_EQ(light_fwd_split(8192 / 8, 8192, 2, true, narrow).packs, 8192 / 8);
+  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, 2, true, narrow).packs, 0);
 }
 
-TEST(RmsNormCudaLayout, LightBackwardServesRowsUpToItsThreadLimit) {
-  EXPECT_EQ(light_bwd_split(1024 / 8, 1024, true, Tuning{}).packs, 0);  // off by default
-  Tuning t;
-  t.bwd_light_max_row_threads = 256;  // bf16 at 2 packs a thread: up to H 4096
-  for (std::int64_t hidden : {8, 1024, 4096}) {
-    const RowSplit s = light_bwd_split(hidden / 8, hidden, true, t);
-    EXPECT_EQ(s.packs, hidden / 8) << hidden;
-    EXPECT_EQ(s.slices, 1) << hidden;
-    EXPECT_LE(s.threads_per_row, t.bwd_light_max_row_threads) << hidden;
-    EXPECT_GE(static_cast<std::int64_t>(s.threads_per_row) * kBwdLightPacksPerThread, s.packs);
-  }
-  for (bool clusters : {true, false})
-    EXPECT_EQ(light_bwd_split(8192 / 8, 8192, clusters, t).packs, 0);
+TEST(RmsNormCudaLayout, TwoPassForwardOnlyForRowsWhoseResidentCopiesFitL2) {
+  const Tuning t;
+  // bf16: 32768 elements are 64 KB; 65536 (128 KB) go to clusters, 16384 stay in registers.
+  EXPECT_TRUE(split_row(32768 / 8, fwd_policy(32768, 2, true, t)).two_pass);
+  EXPECT_FALSE(split_row(65536 / 8, fwd_policy(65536, 2, true, t)).two_pass);
+  EXPECT_FALSE(split_row(16384 / 8, fwd_policy(16384, 2, true, t)).two_pass);
+  // float32 rows of 32768 elements are 128 KB: clusters.
+  EXPECT_FALSE(split_row(32768 / 4, fwd_policy(32768, 4, true, t)).two_pass);
+  // Without clusters, rows past what one CTA holds in registers stream anyway.
+  EXPECT_TRUE(split_row(65536 / 8, fwd_policy(65536, 2, false, t)).two_pass);
+  Tuning off = t;
+  off.fwd_two_pass_max_row_bytes = 0;
+  EXPECT_FALSE(split_row(32768 / 8, fwd_policy(32768, 2, true, off)).two_pass);
 }
 
 TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {
@@ -182,19 +182,19 @@ TEST_F(RmsNormTuningFromEnvironment, UnsetGivesTheDefaults) {
   const Tuning defaults;
   EXPECT_EQ(t.fwd_light_max_row_threads, defaults.fwd_light_max_row_threads);
   EXPECT_EQ(t.fwd_light_packs_per_thread, defaults.fwd_light_packs_per_thread);
-  EXPECT_EQ(t.bwd_light_max_row_threads, 0);
+  EXPECT_EQ(t.fwd_two_pass_max_row_bytes, defaults.fwd_two_pass_max_row_bytes);
   EXPECT_EQ(t.finish_columns, 0);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   const Tuning t = parse(
-      "fwd_light_packs_per_thread=2,finish_columns=16,bwd_light_max_row_threads=128,"
-      "fwd_light_max_row_threads=0,finish_columns=8,finish_tree=1");
+      "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
+      "fwd_light_max_row_threads=0,finish_columns=8,clusters=0");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
-  EXPECT_EQ(t.bwd_light_max_row_threads, 128);
+  EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
   EXPECT_EQ(t.finish_columns, 8);  // the later value wins
-  EXPECT_TRUE(t.finish_tree);
+  EXPECT_FALSE(t.clusters);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
@@ -209,8 +209,8 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"finish_columns=12", "finish_columns", "0, 8, 16 or 32"},
       {"fwd_stages=1", "fwd_stages", "0 or 2 to 8"},
       {"clusters=2", "clusters", "0 or 1"},
-      {"finish_tree=2", "finish_tree", "0 or 1"},
-      {"bwd_light_max_row_threads=-1", "bwd_light_max_row_threads", "a non-negative integer"},
+      {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},
+      {"finish_tree=1", "finish_tree", "a key of struct Tuning"},
       {"fwd_block_threads=0", "fwd_block_threads", "keeps every count positive"},
       {"fwd_light=1", "fwd_light", "a key of struct Tuning"},
       {"finish_columns", "finish_columns", "key=value"},

@@ -142,28 +142,27 @@ __device__ __forceinline__ void store_dw_partial(const BwdParams& p, const Threa
   }
 }
 
-// Floats of shared memory store_dw_partial needs for K packs a thread (0 with one row slot a
-// block or no weight).
-template <typename Math, int P, int K = kBwdPacksPerThread>
+// Floats of shared memory store_dw_partial needs (0 with one row slot a block or no weight).
+template <typename Math, int P>
 inline std::size_t dw_slot_floats(const RowSplit& split) {
   return MathTraits<Math>::kAffine && rows_per_block(split) > 1
-             ? static_cast<std::size_t>(split.threads_per_row) * K * P
+             ? static_cast<std::size_t>(split.threads_per_row) * kBwdPacksPerThread * P
              : 0;
 }
 
 // Rows held in registers (x and dy: up to K packs each), so each is read once. A block (or
 // cluster, sm_90) takes whole dW groups; row slot k of the block handles rows k,
 // k + rows_in_block, ... of the group and accumulates their dW terms in registers; at the end of
-// a group they become its partial row (store_dw_partial). K is kBwdPacksPerThread (128
-// registers: 512 threads an SM), or kBwdLightPacksPerThread for the light backward (64: 1024).
-// Dynamic shared memory: dw_slot_floats<Math, P, K>.
-template <typename Math, int P, int K = kBwdPacksPerThread>
-__global__ void __launch_bounds__(kMaxRowThreads, K <= kBwdLightPacksPerThread ? 2 : 1)
-    rms_norm_bwd_kernel(const BwdParams p) {
+// a group they become its partial row (store_dw_partial). 128 registers: 512 threads an SM (a
+// 2-pack variant at 64 registers was 8-11 points of the copy ceiling slower on an H100 at H 1024
+// and 2048, 2026-12-05). Dynamic shared memory: dw_slot_floats<Math, P>.
+template <typename Math, int P>
+__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
   allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
   using T = MathTraits<Math>;
   using X = typename T::X;
   using Y = typename T::Y;
+  constexpr int K = kBwdPacksPerThread;
   const ThreadShare t = thread_share<K>(p.split);
   const int stride = t.group * P;
 

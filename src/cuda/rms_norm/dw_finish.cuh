@@ -11,17 +11,17 @@ namespace tigon::cuda::rms_norm {
 
 // dw[j] = round_W(sum over groups of partials[g][j]), groups added in a fixed order: with
 // blockDim = (columns, rows), `rows` threads per column each add every rows-th partial row in
-// order, then those `rows` sums are added in order, or with `tree` pairwise (sum i takes sum
-// i + rows/2, then i + rows/4, ...: log2(rows) steps instead of rows - 1 dependent adds, 127 of
-// them at 8 columns). columns * rows = kFinishThreads; the column tile (finish_columns in
-// layout.cuh: 8 for rows up to 2048 elements, else 32, unless tuned) is a function of the row
-// length and the tuning alone, so dW's bits stay a function of the shape.
+// order, then those `rows` sums are added in order (adding them pairwise instead, 7 steps rather
+// than 127 dependent adds at 8 columns, was no faster on an H100, 2026-12-05). columns * rows =
+// kFinishThreads; the column tile (finish_columns in layout.cuh: 8 for rows up to 2048 elements,
+// else 32, unless tuned) is a function of the row length and the tuning alone, so dW's bits stay
+// a function of the shape.
 inline constexpr int kFinishThreads = 1024;
 
 template <typename W>
 __global__ void __launch_bounds__(kFinishThreads)
     rms_norm_dw_finish_kernel(const float* partials, std::int64_t groups, std::int64_t hidden,
-                              bool tree, W* dw) {
+                              W* dw) {
   wait_for_prior_grid();  // launched as the partials kernel's dependent (rms_norm.cu)
   // [rows][columns], one float a thread: a warp's 32 threads touch 32 consecutive floats.
   __shared__ float sums[kFinishThreads];
@@ -37,16 +37,9 @@ __global__ void __launch_bounds__(kFinishThreads)
 #pragma unroll 8
       for (std::int64_t g = ty; g < groups; g += rows) sum += partials[g * hidden + col];
     }
-    float* const mine = &sums[ty * columns + tx];
-    *mine = sum;
+    sums[ty * columns + tx] = sum;
     __syncthreads();
-    if (tree) {  // rows is a power of two (kFinishThreads / columns)
-      for (int half = rows / 2; half > 0; half /= 2) {
-        if (ty < half) *mine += mine[half * columns];
-        __syncthreads();
-      }
-      if (ty == 0 && col < hidden) dw[col] = math::from_float<W>(*mine);
-    } else if (ty == 0 && col < hidden) {
+    if (ty == 0 && col < hidden) {
       float total = sums[tx];
       for (int i = 1; i < rows; ++i) total += sums[i * columns + tx];
       dw[col] = math::from_float<W>(total);

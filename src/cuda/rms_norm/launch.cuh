@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
-#include <type_traits>
 
 #include "core/dispatch.h"
 #include "cuda/common/launch.cuh"
@@ -92,6 +91,7 @@ inline void launch_fwd_rows(void (*kernel)(FwdParams), const FwdParams& p, cudaS
 template <typename Math, int P>
 void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cudaStream_t stream) {
   using X = typename MathTraits<Math>::X;
+  constexpr int kXSize = static_cast<int>(sizeof(X));
   FwdParams p;
   p.x = a.x;
   p.x_row_stride = a.x_row_stride;
@@ -104,7 +104,7 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   p.eps = a.params.eps;
   p.offset = a.params.offset;
   const Tuning& tuning = rms_norm::tuning();
-  p.split = split_row(a.hidden / P, fwd_policy(a.hidden, clusters, tuning));
+  p.split = split_row(a.hidden / P, fwd_policy(a.hidden, kXSize, clusters, tuning));
   if (p.split.two_pass) {
     launch_kernel(rms_norm_fwd_two_pass_kernel<Math, P>, std::min(a.rows, kMaxGridBlocks),
                   dim3(kTwoPassThreads), 0, 1, stream, p);
@@ -127,7 +127,7 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   // past its tolerance (2026-12-05; the rows differ from the CPU backend's by the same 1-2 ulp
   // either way).
   if constexpr (P > 1 && sizeof(X) == 2) {
-    const RowSplit light = light_fwd_split(a.hidden / P, a.hidden, clusters, tuning);
+    const RowSplit light = light_fwd_split(a.hidden / P, a.hidden, kXSize, clusters, tuning);
     if (light.packs > 0) {
       p.split = light;
       launch_fwd_rows(tuning.fwd_light_packs_per_thread == 2 ? rms_norm_fwd_kernel<Math, P, 2>
@@ -139,12 +139,12 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, stream);
 }
 
-// The register backward kernel with K packs a thread: one CTA (or cluster) per dW group; several
-// rows a block meet in one shared row slice of dW partials (bwd_kernels.cuh).
-template <typename Math, int P, int K>
+// The register backward kernel: one CTA (or cluster) per dW group; several rows a block meet in
+// one shared row slice of dW partials (bwd_kernels.cuh).
+template <typename Math, int P>
 void launch_bwd_rows(const BwdParams& p, cudaStream_t stream) {
-  launch_kernel(rms_norm_bwd_kernel<Math, P, K>, p.groups.groups * p.split.slices,
-                dim3(p.split.block_threads), sizeof(float) * dw_slot_floats<Math, P, K>(p.split),
+  launch_kernel(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
+                dim3(p.split.block_threads), sizeof(float) * dw_slot_floats<Math, P>(p.split),
                 p.split.slices, stream, p);
 }
 
@@ -184,18 +184,7 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
         return;
     }
   }
-  // 16-bit x only, as in the forward, and a weight of x's dtype (other weights spill 16-20 bytes
-  // at its 64 registers).
-  if constexpr (P > 1 && sizeof(typename T::X) == 2 &&
-                std::is_same_v<typename T::W, typename T::X>) {
-    const RowSplit light = light_bwd_split(a.hidden / P, a.hidden, clusters, tuning());
-    if (light.packs > 0) {
-      p.split = light;
-      launch_bwd_rows<Math, P, kBwdLightPacksPerThread>(p, stream);
-      return;
-    }
-  }
-  launch_bwd_rows<Math, P, kBwdPacksPerThread>(p, stream);
+  launch_bwd_rows<Math, P>(p, stream);
 }
 
 // Calls f.template operator()<Math>() for the arguments' dtypes in casting mode kMode. Without a

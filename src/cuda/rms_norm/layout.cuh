@@ -19,10 +19,9 @@ inline constexpr int kFwdPacksPerThread = 8;
 // the 2-pack kernel's 40 would spill).
 inline constexpr int kFwdWeightEarlyPacks = 4;
 inline constexpr int kBwdPacksPerThread = 4;
-inline constexpr int kBwdLightPacksPerThread = 2;  // the light backward kernel (bwd_kernels.cuh)
-inline constexpr int kMaxRowThreads = 512;         // launch bound of the register kernels
-inline constexpr int kMaxClusterSize = 8;          // the portable cluster size limit
-inline constexpr int kTwoPassThreads = 512;        // block size of the two-pass (huge row) kernels
+inline constexpr int kMaxRowThreads = 512;   // launch bound of the register kernels
+inline constexpr int kMaxClusterSize = 8;    // the portable cluster size limit
+inline constexpr int kTwoPassThreads = 512;  // block size of the two-pass (huge row) kernels
 
 // The launch choices that change speed only (and, for the backward, the fixed order in which dW
 // terms are added, which stays a function of the shape). The defaults come from tuning runs on
@@ -35,22 +34,25 @@ struct Tuning {
   bool clusters = true;             // use sm_90 clusters where the device has them
   // The light forward kernel (fwd_light_packs_per_thread packs a thread, 4 or 2, the weight
   // loaded before the reduction) for rows one CTA holds that way with at most this many threads
-  // (0: never), on the 16-byte vector path of 16-bit x: more, lighter CTAs. With 4 packs and 256
-  // threads (bf16 H <= 8192) it is 2-13 points of the copy ceiling faster than the 8-pack kernel
-  // on an H200 at 16384 rows x 1024-8192; past one CTA (clusters) it is slower
-  // (docs/benchmarks.md, 2026-12-05 evening).
-  int fwd_light_max_row_threads = 256;
+  // (0: never), on the 16-byte vector path of 16-bit x: more, lighter CTAs. With 4 packs (bf16
+  // H <= 16384 at 512 threads) it is 2-13 points of the copy ceiling faster than the 8-pack kernel
+  // on an H200 at 16384 rows x 1024-8192, and on an H100 10 points faster at 8192 x 16384 (96%);
+  // past one CTA (clusters) it is slower (docs/benchmarks.md, 2026-12-05).
+  int fwd_light_max_row_threads = kMaxRowThreads;
   int fwd_light_packs_per_thread = 4;
-  // The light backward kernel (kBwdLightPacksPerThread packs a thread: half the registers, twice
-  // the resident threads) for rows one CTA holds that way in at most this many threads (0: never,
-  // the default until it is measured on an H200).
-  int bwd_light_max_row_threads = 0;
   // At least this many threads a row (fewer packs each) where the row has enough packs: short
   // rows then spread over more, lighter CTAs.
   int fwd_min_row_threads = 1;
   int bwd_min_row_threads = 1;
-  // Rows of at least this many elements take the streaming two-pass kernels.
-  std::int64_t fwd_two_pass_min_hidden = std::int64_t{1} << 62;
+  // Forward rows of at least fwd_two_pass_min_hidden elements and at most
+  // fwd_two_pass_max_row_bytes bytes of x take the streaming two-pass kernel, whose second read of
+  // a row hits L2 while the rows its resident CTAs read fit there. On an H100 (50 MB L2),
+  // 4096 x 32768 bf16 (64 KB rows) ran at 93% of the copy ceiling there against 84% in
+  // registers, but 1024 x 65536 (128 KB rows) at 67% against 74% on clusters (2026-12-05).
+  std::int64_t fwd_two_pass_min_hidden = 32768;
+  std::int64_t fwd_two_pass_max_row_bytes = std::int64_t{64} << 10;
+  // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
+  // from 32768 it took 4096 x 32768 from 71% to 42%: off).
   std::int64_t bwd_two_pass_min_hidden = std::int64_t{1} << 62;
   // Staged kernels (x, and dy in the backward, through a shared-memory ring of this many row
   // blocks on a persistent grid; 0: the register kernels, which load rows straight into registers).
@@ -72,10 +74,6 @@ struct Tuning {
   // columns), at the price of shorter memory segments: on an H200, 8 took the 4096x1024 backward
   // from 29% to 32% of the copy ceiling and 1024x65536 from 35% to 30%.
   int finish_columns = 0;
-  // The finishing kernel adds its per-column partial sums pairwise (log2(rows) steps) rather than
-  // in a chain of rows - 1 adds: off until measured on an H200 (different bits, still a function
-  // of the shape).
-  bool finish_tree = false;
 };
 
 // The process's tuning: the defaults above, or TIGON_RMS_NORM_TUNING's (read once; tuning.cpp).
@@ -171,16 +169,21 @@ inline RowSplit split_row(std::int64_t packs, const SplitPolicy& policy) {
   return split;
 }
 
-inline SplitPolicy fwd_policy(std::int64_t hidden, bool clusters, const Tuning& t,
+// Forward rows of `hidden` elements of `x_size` bytes that take the two-pass kernel by the
+// tuning (longer rows than registers and clusters hold take it anyway: split_row).
+inline bool fwd_two_pass(std::int64_t hidden, int x_size, const Tuning& t) {
+  return hidden >= t.fwd_two_pass_min_hidden && hidden * x_size <= t.fwd_two_pass_max_row_bytes;
+}
+
+inline SplitPolicy fwd_policy(std::int64_t hidden, int x_size, bool clusters, const Tuning& t,
                               int packs_per_thread = kFwdPacksPerThread) {
   return {packs_per_thread, t.fwd_block_threads,
-          clusters && t.clusters ? t.cluster_slice_threads : 0, hidden >= t.fwd_two_pass_min_hidden,
+          clusters && t.clusters ? t.cluster_slice_threads : 0, fwd_two_pass(hidden, x_size, t),
           t.fwd_min_row_threads};
 }
 
-inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& t,
-                              int packs_per_thread = kBwdPacksPerThread) {
-  return {packs_per_thread, t.bwd_block_threads,
+inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& t) {
+  return {kBwdPacksPerThread, t.bwd_block_threads,
           clusters && t.clusters ? t.cluster_slice_threads : 0, hidden >= t.bwd_two_pass_min_hidden,
           t.bwd_min_row_threads};
 }
@@ -203,17 +206,11 @@ inline RowSplit single_cta_split(std::int64_t packs, const SplitPolicy& policy,
 }
 
 // The light forward kernel's split (else packs == 0 and the 8-pack kernel serves the rows).
-inline RowSplit light_fwd_split(std::int64_t packs, std::int64_t hidden, bool clusters,
+inline RowSplit light_fwd_split(std::int64_t packs, std::int64_t hidden, int x_size, bool clusters,
                                 const Tuning& t) {
-  return single_cta_split(packs, fwd_policy(hidden, clusters, t, t.fwd_light_packs_per_thread),
+  return single_cta_split(packs,
+                          fwd_policy(hidden, x_size, clusters, t, t.fwd_light_packs_per_thread),
                           t.fwd_light_max_row_threads);
-}
-
-// The light backward kernel's split (else packs == 0 and the 4-pack kernel serves the rows).
-inline RowSplit light_bwd_split(std::int64_t packs, std::int64_t hidden, bool clusters,
-                                const Tuning& t) {
-  return single_cta_split(packs, bwd_policy(hidden, clusters, t, kBwdLightPacksPerThread),
-                          t.bwd_light_max_row_threads);
 }
 
 inline int rows_per_block(const RowSplit& split) {

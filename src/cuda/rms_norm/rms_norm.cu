@@ -31,7 +31,7 @@ void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream)
     launch_dependent_kernel(
         rms_norm_dw_finish_kernel<W>, tiles, dim3(columns, kFinishThreads / columns), 0, 1,
         dependent_launch_available(device), stream, static_cast<const float*>(a.workspace),
-        groups.groups, a.hidden, tuning().finish_tree, static_cast<W*>(a.dw));
+        groups.groups, a.hidden, static_cast<W*>(a.dw));
   });
 }
 

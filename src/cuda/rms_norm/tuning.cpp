@@ -27,8 +27,6 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
     t.bwd_min_row_threads = static_cast<int>(v);
   } else if (key == "fwd_light_max_row_threads") {
     t.fwd_light_max_row_threads = static_cast<int>(v);
-  } else if (key == "bwd_light_max_row_threads") {
-    t.bwd_light_max_row_threads = static_cast<int>(v);
   } else if (key == "fwd_light_packs_per_thread") {
     if (v != 2 && v != 4) detail::throw_argument_error(variable, key, "2 or 4", std::to_string(v));
     t.fwd_light_packs_per_thread = static_cast<int>(v);
@@ -37,13 +35,15 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
       detail::throw_argument_error(variable, key, "0, 8, 16 or 32", std::to_string(v));
     }
     t.finish_columns = static_cast<int>(v);
-  } else if (key == "clusters" || key == "finish_tree") {
+  } else if (key == "clusters") {
     if (v != 0 && v != 1) {
       detail::throw_argument_error(variable, key, "0 or 1", std::to_string(v));
     }
-    (key == "clusters" ? t.clusters : t.finish_tree) = v == 1;
+    t.clusters = v == 1;
   } else if (key == "fwd_two_pass_min_hidden") {
     t.fwd_two_pass_min_hidden = v;
+  } else if (key == "fwd_two_pass_max_row_bytes") {
+    t.fwd_two_pass_max_row_bytes = v;
   } else if (key == "bwd_two_pass_min_hidden") {
     t.bwd_two_pass_min_hidden = v;
   } else if (key == "max_dw_groups") {
