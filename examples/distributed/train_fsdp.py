@@ -129,9 +129,13 @@ def wrap(args: argparse.Namespace, model: torch.nn.Module, device: torch.device)
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    kwargs: dict[str, Any] = {}
+    # The mesh on the training device: FSDP's default mesh takes CUDA whenever torch sees a GPU,
+    # and a CPU run on a machine with fewer GPUs than ranks then fails in set_device.
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
+    kwargs: dict[str, Any] = {"mesh": mesh}
     if args.dtype == "bf16":
         kwargs["mp_policy"] = MixedPrecisionPolicy(
             param_dtype=torch.bfloat16, reduce_dtype=torch.float32

@@ -71,8 +71,11 @@ class DeviceBuffer {
     download(out.data(), n);
     return out;
   }
+  // Synchronous: cudaMemset runs on the legacy default stream, which a non-blocking stream (the
+  // graph test's) does not wait for, so without the synchronization a later launch raced it.
   void fill(int byte) {
     cuda_ok(cudaMemset(data_, byte, std::max<std::size_t>(bytes_, 1)), "cudaMemset");
+    cuda_ok(cudaDeviceSynchronize(), "cudaMemset completion");
   }
 
  private:
