@@ -140,8 +140,10 @@ TEST(RmsNormCudaLayout, LightForwardServesRowsUpToItsThreadLimit) {
 
 TEST(RmsNormCudaLayout, TwoPassForwardOnlyForRowsWhoseResidentCopiesFitL2) {
   const Tuning t;
-  // bf16: 32768 elements are 64 KB; 65536 (128 KB) go to clusters, 16384 stay in registers.
+  // bf16: 32768 and 49152 elements are 64 and 96 KB; 65536 (128 KB) go to clusters, 16384 stay
+  // in registers.
   EXPECT_TRUE(split_row(32768 / 8, fwd_policy(32768, 2, true, t)).two_pass);
+  EXPECT_TRUE(split_row(49152 / 8, fwd_policy(49152, 2, true, t)).two_pass);
   EXPECT_FALSE(split_row(65536 / 8, fwd_policy(65536, 2, true, t)).two_pass);
   EXPECT_FALSE(split_row(16384 / 8, fwd_policy(16384, 2, true, t)).two_pass);
   // float32 rows of 32768 elements are 128 KB: clusters.

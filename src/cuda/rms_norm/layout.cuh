@@ -46,11 +46,12 @@ struct Tuning {
   int bwd_min_row_threads = 1;
   // Forward rows of at least fwd_two_pass_min_hidden elements and at most
   // fwd_two_pass_max_row_bytes bytes of x take the streaming two-pass kernel, whose second read of
-  // a row hits L2 while the rows its resident CTAs read fit there. On an H100 (50 MB L2),
-  // 4096 x 32768 bf16 (64 KB rows) ran at 93% of the copy ceiling there against 84% in
-  // registers, but 1024 x 65536 (128 KB rows) at 67% against 74% on clusters (2026-12-05).
+  // a row hits L2 while the rows its resident CTAs read fit there (2026-12-05, % of the copy
+  // ceiling, two-pass against registers or clusters): bf16 4096 x 32768 (64 KB rows) 93 / 84 on
+  // an H100, 78 / 78 on an H200; 2048 x 49152 (96 KB) 71 / 61 on an H200; 1024 x 65536 (128 KB)
+  // 67 / 74 on an H100, 64 / 63 on an H200.
   std::int64_t fwd_two_pass_min_hidden = 32768;
-  std::int64_t fwd_two_pass_max_row_bytes = std::int64_t{64} << 10;
+  std::int64_t fwd_two_pass_max_row_bytes = std::int64_t{96} << 10;
   // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
   // from 32768 it took 4096 x 32768 from 71% to 42%: off).
   std::int64_t bwd_two_pass_min_hidden = std::int64_t{1} << 62;
