@@ -11,7 +11,7 @@
 #   GPU_CHECK_DEMO=1 runs the training demo on CUDA (examples/train_demo.py, what `make demo` runs)
 #   GPU_CHECK_DIST=1 adds the 2-GPU FSDP2/DDP benchmark (examples/distributed/train_fsdp.py)
 #   GPU_CHECK_CTEST_JOBS=8 GPU tests at once; pytest and racecheck run beside them and memcheck
-#   GPU_CHECK_PYTEST_WORKERS=12 pytest processes (default 3/4 of the cores; pytest-xdist; 1: one)
+#   GPU_CHECK_PYTEST_WORKERS=N pytest processes (default 3/4 of the cores, at most 12; 1: one)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT_DIR=${OUT:-$PWD/gpu_check_out}
@@ -123,12 +123,13 @@ racecheck() {
     --gtest_filter='*Small*:*Edge*:*Strided*:*Unaligned*:*InPlace*:*Determin*:Slices/*v32776*:Slices/*v65544*:Slices/*v131080*:Slices/*rows1_*-*InvalidDevice*'
 }
 
-# pytest over GPU_CHECK_PYTEST_WORKERS processes (default: 3/4 of the cores, one CPU thread each;
-# 1: one process) where pytest-xdist is installed. One process took 8+ minutes beside the GPU
+# pytest over GPU_CHECK_PYTEST_WORKERS processes (default: 3/4 of the cores, at most 12, since
+# each holds a CUDA context on the one GPU; one CPU thread each; 1: one process) where
+# pytest-xdist is installed. One process took 8+ minutes beside the GPU
 # tests and the sanitizer on an H100; 6 workers of 2 threads took 424 s for 1684 tests, the last
 # 3 minutes of it alone on a 16-core machine (2026-12-05), so more single-threaded workers.
 pytest_all() {
-  local workers=() threads=${OMP_NUM_THREADS:-} n=${GPU_CHECK_PYTEST_WORKERS:-$((JOBS * 3 / 4))}
+  local workers=() threads=${OMP_NUM_THREADS:-} n=${GPU_CHECK_PYTEST_WORKERS:-$((JOBS * 3 / 4 < 12 ? JOBS * 3 / 4 : 12))}
   if [ "$n" -gt 1 ] && "$PY" -c 'import xdist' 2>/dev/null; then
     workers=(-n "$n")
     threads=${threads:-1}

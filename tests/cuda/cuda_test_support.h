@@ -60,8 +60,12 @@ class DeviceBuffer {
   void* data() const { return data_; }
   float* floats() const { return static_cast<float*>(data_); }
   std::size_t bytes() const { return bytes_; }
+  // upload and fill complete before they return: they run on the legacy default stream, which a
+  // non-blocking stream (the graph tests') does not wait for, and a pageable cudaMemcpy may return
+  // with its DMA still in flight; a fill left pending raced a captured forward.
   void upload(const void* host, std::size_t n) {
     if (n) cuda_ok(cudaMemcpy(data_, host, n, cudaMemcpyHostToDevice), "upload");
+    cuda_ok(cudaDeviceSynchronize(), "upload completion");
   }
   void download(void* host, std::size_t n) const {
     if (n) cuda_ok(cudaMemcpy(host, data_, n, cudaMemcpyDeviceToHost), "download");
@@ -71,8 +75,6 @@ class DeviceBuffer {
     download(out.data(), n);
     return out;
   }
-  // Synchronous: cudaMemset runs on the legacy default stream, which a non-blocking stream (the
-  // graph test's) does not wait for, so without the synchronization a later launch raced it.
   void fill(int byte) {
     cuda_ok(cudaMemset(data_, byte, std::max<std::size_t>(bytes_, 1)), "cudaMemset");
     cuda_ok(cudaDeviceSynchronize(), "cudaMemset completion");

@@ -215,7 +215,9 @@ TEST(RopeCudaDeterminism, RepeatedRunsAndGraphCaptureAreIdentical) {
     cuda_ok(cudaStreamSynchronize(stream), "again");
     expect_same_bits(gyq.to_host(q), first_q, "y_q rerun");
   }
-  cuda_ok(cudaMemset(gyq.view().data, 0, q.storage().size() - q.offset_bytes()), "clear");
+  // On the test's stream: the legacy stream's memset would not be ordered before the graph.
+  cuda_ok(cudaMemsetAsync(gyq.view().data, 0, q.storage().size() - q.offset_bytes(), stream),
+          "clear");
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");

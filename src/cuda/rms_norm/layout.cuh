@@ -21,7 +21,7 @@ inline constexpr int kFwdWeightEarlyPacks = 4;
 inline constexpr int kBwdPacksPerThread = 4;
 inline constexpr int kMaxRowThreads = 512;   // launch bound of the register kernels
 inline constexpr int kMaxClusterSize = 8;    // the portable cluster size limit
-inline constexpr int kTwoPassThreads = 512;  // block size of the two-pass (huge row) kernels
+inline constexpr int kTwoPassThreads = 512;  // block size of the two-pass (streaming) kernels
 
 // The launch choices that change speed only (and, for the backward, the fixed order in which dW
 // terms are added, which stays a function of the shape). The defaults come from tuning runs on
@@ -94,7 +94,7 @@ struct RowSplit {
   int slices = 1;           // CTAs per row; 1 without a cluster
   int slice_packs = 0;
   int block_threads = 0;
-  bool two_pass = false;  // too long for registers: the two-pass kernels stream it instead
+  bool two_pass = false;  // streamed by the two-pass kernels (too long, or by the tuning)
 };
 
 // Backward dW: rows are cut into `groups` runs of rows_per_group consecutive rows (the last may be
