@@ -191,12 +191,13 @@ TEST_F(RmsNormTuningFromEnvironment, UnsetGivesTheDefaults) {
 TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   const Tuning t = parse(
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
-      "fwd_light_max_row_threads=0,finish_columns=8,clusters=0");
+      "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
   EXPECT_EQ(t.finish_columns, 8);  // the later value wins
   EXPECT_FALSE(t.clusters);
+  EXPECT_TRUE(t.bwd_prefetch);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
@@ -211,6 +212,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"finish_columns=12", "finish_columns", "0, 8, 16 or 32"},
       {"fwd_stages=1", "fwd_stages", "0 or 2 to 8"},
       {"clusters=2", "clusters", "0 or 1"},
+      {"bwd_prefetch=2", "bwd_prefetch", "0 or 1"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},
       {"finish_tree=1", "finish_tree", "a key of struct Tuning"},
       {"fwd_block_threads=0", "fwd_block_threads", "keeps every count positive"},

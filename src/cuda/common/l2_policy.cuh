@@ -52,4 +52,14 @@ __device__ __forceinline__ void store_16_hinted(void* global, std::uint32_t w0, 
 #endif
 }
 
+// Asks L2 to fetch the line holding `global` (prefetch.global.L2): nothing is returned and no
+// register is held, so a kernel can start the next row's traffic before it needs the data.
+__device__ __forceinline__ void prefetch_l2(const void* global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(global));
+#else
+  (void)global;
+#endif
+}
+
 }  // namespace tigon::cuda

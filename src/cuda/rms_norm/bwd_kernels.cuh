@@ -9,24 +9,26 @@
 
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/grid_dependency.cuh"
+#include "cuda/common/l2_policy.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/layout.cuh"
 #include "cuda/rms_norm/pack_ring.cuh"
 #include "cuda/rms_norm/thread_share.cuh"
+#include "cuda/rms_norm/weight_pack.cuh"
 #include "math/float_types.h"
 
 namespace tigon::cuda::rms_norm {
 
-// Row term of dx: sum over the pack of dy * s * (x * r), formed as the CPU backend forms it.
+// Row term of dx: sum over the pack of dy * s * (x * r), formed as the CPU backend forms it; w is
+// the weight pack (weight_pack.cuh).
 template <typename Math, int P>
 __device__ __forceinline__ float grad_dot_pack(const Pack<typename MathTraits<Math>::Y, P>& dy,
                                                const Pack<typename MathTraits<Math>::X, P>& x,
-                                               const typename MathTraits<Math>::W* weight,
+                                               const Pack<typename MathTraits<Math>::W, P>& w,
                                                float offset, float r, float sum) {
   using T = MathTraits<Math>;
   if constexpr (T::kAffine) {
-    const auto w = load_pack<typename T::W, P, Load::kReadOnly>(weight);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       sum += Math::grad_scaled(dy.value(i), Math::scale(w.at(i), offset)) * (x.value(i) * r);
@@ -42,13 +44,11 @@ __device__ __forceinline__ float grad_dot_pack(const Pack<typename MathTraits<Ma
 template <typename Math, int P>
 __device__ __forceinline__ void grad_pack(const Pack<typename MathTraits<Math>::Y, P>& dy,
                                           const Pack<typename MathTraits<Math>::X, P>& x,
-                                          const typename MathTraits<Math>::W* weight, float offset,
-                                          float r, float mean_m_xhat, float (&acc)[P],
+                                          const Pack<typename MathTraits<Math>::W, P>& w,
+                                          float offset, float r, float mean_m_xhat, float (&acc)[P],
                                           typename MathTraits<Math>::X* dx) {
   using T = MathTraits<Math>;
   typename T::X out[P];
-  Pack<typename T::W, P> w;
-  if constexpr (T::kAffine) w = load_pack<typename T::W, P, Load::kReadOnly>(weight);
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     const float g = dy.value(i);
@@ -81,10 +81,29 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
   using W = typename T::W;
   const int stride = t.group * P;  // elements between a thread's consecutive packs
   const W* weight = T::kAffine ? static_cast<const W*>(p.weight) + t.first_pack * P : nullptr;
+  // The weight packs are loaded once, before the reduction, for both the sum and dx (a second
+  // load after the reduction puts an L2 round trip on every row's critical path), where they fit
+  // beside x, dy and the dW sums: a weight wider than x (float32 master weights with bf16
+  // activations) spilled 72 bytes that way, so it is loaded at each use.
+  constexpr bool kWeightOnce = sizeof(W) <= sizeof(X);
+  Pack<W, P> w[kWeightOnce ? K : 1];
+  if constexpr (kWeightOnce) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (k < packs) w[k] = weight_pack<Math, P>(weight + k * stride);
+    }
+  }
+  const auto weight_at = [&](int k) -> Pack<W, P> {
+    if constexpr (kWeightOnce) {
+      return w[k];
+    } else {
+      return weight_pack<Math, P>(weight + k * stride);
+    }
+  };
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    if (k < packs) sum = grad_dot_pack<Math, P>(dy[k], x[k], weight + k * stride, p.offset, r, sum);
+    if (k < packs) sum = grad_dot_pack<Math, P>(dy[k], x[k], weight_at(k), p.offset, r, sum);
   }
   sum = row_group_sum(sum, t.group, warp_sums);
   if (p.split.slices > 1) sum = cluster_sum(sum, slice_sum, p.split.slices);
@@ -95,7 +114,7 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     if (k < packs) {
-      grad_pack<Math, P>(dy[k], x[k], weight + k * stride, p.offset, r, mean_m_xhat, acc[k],
+      grad_pack<Math, P>(dy[k], x[k], weight_at(k), p.offset, r, mean_m_xhat, acc[k],
                          dx_row + k * stride);
     }
   }
@@ -155,7 +174,8 @@ inline std::size_t dw_slot_floats(const RowSplit& split) {
 // k + rows_in_block, ... of the group and accumulates their dW terms in registers; at the end of
 // a group they become its partial row (store_dw_partial). 128 registers: 512 threads an SM (a
 // 2-pack variant at 64 registers was 8-11 points of the copy ceiling slower on an H100 at H 1024
-// and 2048, 2026-12-05). Dynamic shared memory: dw_slot_floats<Math, P>.
+// and 2048, 2026-12-05). With p.prefetch, each row block's loads are followed by L2 prefetches of
+// the group's next row block. Dynamic shared memory: dw_slot_floats<Math, P>.
 template <typename Math, int P>
 __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
   allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
@@ -192,6 +212,16 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
         if (k < packs) {
           dy[k] = load_pack<Y, P>(dy_row + k * stride);
           x[k] = load_pack<X, P>(x_row + k * stride);
+        }
+      }
+      if (p.prefetch && row + t.rows_in_block < group_end) {
+        const std::int64_t ahead = t.rows_in_block;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          if (k < packs) {
+            prefetch_l2(dy_row + ahead * p.dy_row_stride + k * stride);
+            prefetch_l2(x_row + ahead * p.x_row_stride + k * stride);
+          }
         }
       }
       const float r = row < group_end ? p.rstd[row] : 0.0f;
@@ -369,7 +399,8 @@ __global__ void __launch_bounds__(kTwoPassThreads, 1)
           for (int u = 0; u < kUnroll; ++u) {
             const std::int64_t pack = base + u * step;
             if (pack < packs)
-              sum = grad_dot_pack<Math, P>(dy[u], x[u], weight + pack * P, p.offset, r, sum);
+              sum = grad_dot_pack<Math, P>(dy[u], x[u], weight_pack<Math, P>(weight + pack * P),
+                                           p.offset, r, sum);
           }
         }
         sum = row_group_sum(sum, static_cast<int>(blockDim.x), warp_sums[parity]);
@@ -383,6 +414,7 @@ __global__ void __launch_bounds__(kTwoPassThreads, 1)
         float acc[P];
 #pragma unroll
         for (int i = 0; i < P; ++i) acc[i] = 0.0f;
+        const Pack<W, P> w = weight_pack<Math, P>(weight + pack * P);  // every row's
         if (T::kAffine && chunk != group_begin) {
           const auto carried =
               load_pack<float, P>(partial_row + pack * P);  // this thread's own write
@@ -405,8 +437,7 @@ __global__ void __launch_bounds__(kTwoPassThreads, 1)
           for (int u = 0; u < kRowUnroll; ++u) {
             const std::int64_t row = chunk + c0 + u;
             if (c0 + u < chunk_rows) {
-              grad_pack<Math, P>(dy[u], x[u], weight + pack * P, p.offset, p.rstd[row],
-                                 chunk_means[c0 + u], acc,
+              grad_pack<Math, P>(dy[u], x[u], w, p.offset, p.rstd[row], chunk_means[c0 + u], acc,
                                  static_cast<X*>(p.dx) + row * p.dx_row_stride + pack * P);
             }
           }

@@ -11,21 +11,10 @@
 #include "cuda/rms_norm/layout.cuh"
 #include "cuda/rms_norm/pack_ring.cuh"
 #include "cuda/rms_norm/thread_share.cuh"
+#include "cuda/rms_norm/weight_pack.cuh"
 #include "math/float_types.h"
 
 namespace tigon::cuda::rms_norm {
-
-// The weight pack at `weight` (a pack of zeros, never read, without a weight).
-template <typename Math, int P>
-__device__ __forceinline__ Pack<typename MathTraits<Math>::W, P> weight_pack(
-    const typename MathTraits<Math>::W* weight) {
-  using T = MathTraits<Math>;
-  if constexpr (T::kAffine) {
-    return load_pack<typename T::W, P, Load::kReadOnly>(weight);
-  } else {
-    return {};
-  }
-}
 
 // y[j] for the P elements of one pack, from x and the weight pack w (both in registers).
 template <typename Math, int P>

@@ -166,6 +166,7 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
   p.hidden = a.hidden;
   p.offset = a.params.offset;
   p.groups = dw_groups(a.rows, a.hidden, tuning());
+  p.prefetch = tuning().bwd_prefetch;
   p.split = split_row(a.hidden / P, bwd_policy(a.hidden, clusters, tuning()));
   // One CTA (or cluster) per dW group: which rows a group sums never depends on the grid.
   if (p.split.two_pass) {

@@ -62,6 +62,11 @@ struct Tuning {
   // Off by default: slower than the register kernels on an H100 (docs/ops/rms_norm.md).
   int fwd_stages = 0;
   int bwd_stages = 0;
+  // The register backward asks L2 for the next row block's dy and x (prefetch.global.L2) once the
+  // current one's loads are issued, so memory stays busy through the row's reduction and dx,
+  // when one 512-thread CTA an SM (128 registers) has nothing else in flight (long rows: 32-56%
+  // of the copy ceiling on an H200). Off until measured.
+  bool bwd_prefetch = false;
   // dW partial rows: at most max_dw_groups of them, and no more than max_dw_partial_bytes of
   // partials unless that leaves fewer than min_dw_groups; each group over at least
   // min_rows_per_dw_group rows and min_elements_per_dw_group elements. The partials are written
@@ -250,7 +255,8 @@ struct BwdParams {
   float offset = 0.0f;
   DwGroups groups;
   RowSplit split;
-  int stages = 0;  // staged kernel: row blocks in its shared-memory ring
+  int stages = 0;         // staged kernel: row blocks in its shared-memory ring
+  bool prefetch = false;  // register kernel: Tuning::bwd_prefetch
 };
 
 // The storage types and options a math::RmsNorm instantiation was built for.
