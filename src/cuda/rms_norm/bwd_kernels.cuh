@@ -414,7 +414,7 @@ __global__ void __launch_bounds__(kTwoPassThreads, 1)
         float acc[P];
 #pragma unroll
         for (int i = 0; i < P; ++i) acc[i] = 0.0f;
-        const Pack<W, P> w = weight_pack<Math, P>(weight + pack * P);  // every row's
+        const Pack<W, P> w = weight_pack<Math, P>(weight + pack * P);  // the column's, all rows
         if (T::kAffine && chunk != group_begin) {
           const auto carried =
               load_pack<float, P>(partial_row + pack * P);  // this thread's own write

@@ -167,8 +167,8 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(
 }
 
 // Rows too long for registers (and no cluster big enough), or that the tuning streams (fwd_two_pass
-// in layout.cuh): one row per block, read twice. The second read usually hits
-// L2, since the block read the same row a moment before.
+// in layout.cuh): one row per block, read twice. The second read usually hits L2, since the block
+// read the same row a moment before.
 template <typename Math, int P>
 __global__ void __launch_bounds__(kTwoPassThreads, 2)
     rms_norm_fwd_two_pass_kernel(const FwdParams p) {
