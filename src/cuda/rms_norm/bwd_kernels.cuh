@@ -85,25 +85,11 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
   // load after the reduction puts an L2 round trip on every row's critical path), where they fit
   // beside x, dy and the dW sums: a weight wider than x (float32 master weights with bf16
   // activations) spilled 72 bytes that way, so it is loaded at each use.
-  constexpr bool kWeightOnce = sizeof(W) <= sizeof(X);
-  Pack<W, P> w[kWeightOnce ? K : 1];
-  if constexpr (kWeightOnce) {
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (k < packs) w[k] = weight_pack<Math, P>(weight + k * stride);
-    }
-  }
-  const auto weight_at = [&](int k) -> Pack<W, P> {
-    if constexpr (kWeightOnce) {
-      return w[k];
-    } else {
-      return weight_pack<Math, P>(weight + k * stride);
-    }
-  };
+  const RowWeights<Math, P, K, (sizeof(W) <= sizeof(X))> w(weight, stride, packs);
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    if (k < packs) sum = grad_dot_pack<Math, P>(dy[k], x[k], weight_at(k), p.offset, r, sum);
+    if (k < packs) sum = grad_dot_pack<Math, P>(dy[k], x[k], w[k], p.offset, r, sum);
   }
   sum = row_group_sum(sum, t.group, warp_sums);
   if (p.split.slices > 1) sum = cluster_sum(sum, slice_sum, p.split.slices);
@@ -114,8 +100,7 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     if (k < packs) {
-      grad_pack<Math, P>(dy[k], x[k], weight_at(k), p.offset, r, mean_m_xhat, acc[k],
-                         dx_row + k * stride);
+      grad_pack<Math, P>(dy[k], x[k], w[k], p.offset, r, mean_m_xhat, acc[k], dx_row + k * stride);
     }
   }
 }

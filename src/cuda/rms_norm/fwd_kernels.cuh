@@ -49,13 +49,7 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
   using Y = typename T::Y;
   const int stride = t.group * P;  // elements between a thread's consecutive packs
   const W* weight = T::kAffine ? static_cast<const W*>(p.weight) + t.first_pack * P : nullptr;
-  Pack<W, P> w[kWeightEarly ? K : 1];
-  if constexpr (kWeightEarly) {
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (k < packs) w[k] = weight_pack<Math, P>(weight + k * stride);
-    }
-  }
+  const RowWeights<Math, P, K, kWeightEarly> w(weight, stride, packs);
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
@@ -73,15 +67,7 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
   Y* y_row = static_cast<Y*>(p.y) + row * p.y_row_stride + t.first_pack * P;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    if (k < packs) {
-      Pack<W, P> wk;
-      if constexpr (kWeightEarly) {
-        wk = w[k];
-      } else {
-        wk = weight_pack<Math, P>(weight + k * stride);
-      }
-      normalize_pack<Math, P>(x[k], wk, p.offset, r, y_row + k * stride);
-    }
+    if (k < packs) normalize_pack<Math, P>(x[k], w[k], p.offset, r, y_row + k * stride);
   }
 }
 

@@ -139,15 +139,6 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, stream);
 }
 
-// The register backward kernel: one CTA (or cluster) per dW group; several rows a block meet in
-// one shared row slice of dW partials (bwd_kernels.cuh).
-template <typename Math, int P>
-void launch_bwd_rows(const BwdParams& p, cudaStream_t stream) {
-  launch_kernel(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
-                dim3(p.split.block_threads), sizeof(float) * dw_slot_floats<Math, P>(p.split),
-                p.split.slices, stream, p);
-}
-
 // dx and the dW partial rows; the caller then launches the finishing kernel (dw_finish.cuh).
 template <typename Math, int P>
 void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cudaStream_t stream) {
@@ -185,7 +176,10 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
         return;
     }
   }
-  launch_bwd_rows<Math, P>(p, stream);
+  // Several rows a block: their dW accumulators meet in one shared row slice (bwd_kernels.cuh).
+  launch_kernel(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
+                dim3(p.split.block_threads), sizeof(float) * dw_slot_floats<Math, P>(p.split),
+                p.split.slices, stream, p);
 }
 
 // Calls f.template operator()<Math>() for the arguments' dtypes in casting mode kMode. Without a

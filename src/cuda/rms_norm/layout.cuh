@@ -202,23 +202,17 @@ inline int finish_columns(std::int64_t hidden, const Tuning& t) {
   return hidden <= 2048 ? 8 : 32;
 }
 
-// The split of `packs` packs a row under `policy` where one CTA holds the row that way (no
-// cluster, no two passes) in at most max_row_threads threads; else packs == 0 in the result
-// (also when max_row_threads is 0). The light kernels take the rows this admits.
-inline RowSplit single_cta_split(std::int64_t packs, const SplitPolicy& policy,
-                                 int max_row_threads) {
-  if (max_row_threads == 0) return {};
-  const RowSplit s = split_row(packs, policy);
-  const bool fits = !s.two_pass && s.slices == 1 && s.threads_per_row <= max_row_threads;
-  return fits ? s : RowSplit{};
-}
-
-// The light forward kernel's split (else packs == 0 and the 8-pack kernel serves the rows).
+// The light forward kernel's split of `packs` packs a row, where one CTA holds the row that way
+// (no cluster, no two passes) in at most t.fwd_light_max_row_threads threads; else packs == 0 in
+// the result (also when that limit is 0) and the 8-pack kernel serves the rows.
 inline RowSplit light_fwd_split(std::int64_t packs, std::int64_t hidden, int x_size, bool clusters,
                                 const Tuning& t) {
-  return single_cta_split(packs,
-                          fwd_policy(hidden, x_size, clusters, t, t.fwd_light_packs_per_thread),
-                          t.fwd_light_max_row_threads);
+  if (t.fwd_light_max_row_threads == 0) return {};
+  const RowSplit s =
+      split_row(packs, fwd_policy(hidden, x_size, clusters, t, t.fwd_light_packs_per_thread));
+  const bool fits =
+      !s.two_pass && s.slices == 1 && s.threads_per_row <= t.fwd_light_max_row_threads;
+  return fits ? s : RowSplit{};
 }
 
 inline int rows_per_block(const RowSplit& split) {

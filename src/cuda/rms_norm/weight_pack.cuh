@@ -1,4 +1,4 @@
-// The weight's pack for P elements, shared by the forward and backward kernels.
+// The weight's packs as the forward and backward kernels read them.
 #pragma once
 
 #include "cuda/common/vector_access.cuh"
@@ -17,5 +17,36 @@ __device__ __forceinline__ Pack<typename MathTraits<Math>::W, P> weight_pack(
     return {};
   }
 }
+
+// A thread's K weight packs of a row slice (packs k * stride apart from `weight`): with kHeld all
+// loaded at construction, before the row's reduction, so their latency hides behind it and one
+// load serves every use; otherwise each read loads its pack (fewer registers).
+template <typename Math, int P, int K, bool kHeld>
+class RowWeights {
+  using W = typename MathTraits<Math>::W;
+
+ public:
+  __device__ __forceinline__ RowWeights(const W* weight, int stride, int packs)
+      : weight_(weight), stride_(stride) {
+    if constexpr (kHeld) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (k < packs) held_[k] = weight_pack<Math, P>(weight + k * stride);
+      }
+    }
+  }
+  __device__ __forceinline__ Pack<W, P> operator[](int k) const {
+    if constexpr (kHeld) {
+      return held_[k];
+    } else {
+      return weight_pack<Math, P>(weight_ + k * stride_);
+    }
+  }
+
+ private:
+  const W* weight_;
+  int stride_;
+  Pack<W, P> held_[kHeld ? K : 1];
+};
 
 }  // namespace tigon::cuda::rms_norm
