@@ -14,7 +14,9 @@ namespace {
 }
 }  // namespace
 
-std::size_t rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, bool, int) { unavailable(); }
+std::size_t rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, bool, int) {
+  unavailable();
+}
 void rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavailable(); }
 void rms_norm_bwd(const detail::RmsNormBwdArgs&, int, void*) { unavailable(); }
 void glu_fwd(const detail::GluFwdArgs&, int, void*) { unavailable(); }

@@ -142,7 +142,8 @@ std::size_t rms_norm_bwd_workspace_size(const RmsNormParams&, const TensorView& 
                                         const TensorView& weight) {
   const detail::RowLayout xl = checked_x("rms_norm_bwd_workspace_size", x);
   if (x.device.type == DeviceType::kCUDA) {
-    return cuda::rms_norm_bwd_workspace_size(xl.rows, xl.hidden, weight.defined(), x.device.index);
+    return cuda::rms_norm_bwd_workspace_size(xl.rows, xl.hidden, x.dtype, weight.defined(),
+                                             x.device.index);
   }
   return cpu::rms_norm_bwd_workspace_size(xl.rows, xl.hidden, weight.defined());
 }

@@ -53,8 +53,8 @@ void rms_norm_bwd(const detail::RmsNormBwdArgs& args);
 }  // namespace tigon::cpu
 
 namespace tigon::cuda {
-std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, bool has_weight,
-                                        int device);
+std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, DType x_dtype,
+                                        bool has_weight, int device);
 void rms_norm_fwd(const detail::RmsNormFwdArgs& args, int device, void* stream);
 void rms_norm_bwd(const detail::RmsNormBwdArgs& args, int device, void* stream);
 }  // namespace tigon::cuda

@@ -19,23 +19,36 @@ const std::vector<std::int64_t> kRows = {1, 7, 8, 9, 1000, 4096, 5003, 16384, 65
 const std::vector<std::int64_t> kHidden = {1,    3,     127,   1000,  1024,   4096,
                                            8192, 16384, 32768, 65536, 262144, 1 << 20};
 
-void expect_groups_valid(std::int64_t rows, std::int64_t hidden, const Tuning& t) {
-  SCOPED_TRACE(::testing::Message() << rows << " x " << hidden);
-  const DwGroups g = dw_groups(rows, hidden, t);
+void expect_groups_valid(std::int64_t rows, std::int64_t hidden, int x_size, const Tuning& t) {
+  SCOPED_TRACE(::testing::Message() << rows << " x " << hidden << ", " << x_size << "-byte x, "
+                                    << t.dw_wave_sms << " wave SMs");
+  const DwGroups g = dw_groups(rows, hidden, x_size, t);
   // Every row in exactly one group, no empty group.
   EXPECT_GE(g.groups * g.rows_per_group, rows);
   EXPECT_LT((g.groups - 1) * g.rows_per_group, rows);
-  EXPECT_LE(g.groups, t.max_dw_groups);
-  // Groups are only merged as far as the bounds ask: one row fewer per group would break one.
+  // Within the bounds, the wave fit only merging groups.
   const std::int64_t cap =
       std::min(t.max_dw_groups,
                std::max(t.min_dw_groups, t.max_dw_partial_bytes / (hidden * std::int64_t{4})));
+  EXPECT_EQ(dw_group_cap(hidden, t), cap);
   EXPECT_LE(g.groups, cap);
   EXPECT_GE(g.rows_per_group, t.min_rows_per_dw_group);
   EXPECT_GE(g.rows_per_group * hidden, t.min_elements_per_dw_group);
+  Tuning no_fit = t;
+  no_fit.dw_wave_sms = 0;
+  EXPECT_LE(g.groups, dw_groups(rows, hidden, x_size, no_fit).groups);
+  // Groups are only merged as far as the bounds (and whole waves) ask: one row fewer per group
+  // would break one.
+  std::int64_t fitted_cap = cap;
+  const std::int64_t wave =
+      t.dw_wave_sms > 0
+          ? dw_wave_units(split_row(ceil_div(hidden * x_size, 16), bwd_policy(hidden, true, t)),
+                          t.dw_wave_sms)
+          : 0;
+  if (wave > 0 && cap >= wave) fitted_cap = cap / wave * wave;
   if (g.rows_per_group >
       std::max(t.min_rows_per_dw_group, ceil_div(t.min_elements_per_dw_group, hidden))) {
-    EXPECT_GT(ceil_div(rows, g.rows_per_group - 1), cap);
+    EXPECT_GT(ceil_div(rows, g.rows_per_group - 1), fitted_cap);
   }
 }
 
@@ -43,9 +56,15 @@ TEST(RmsNormCudaLayout, DwGroupsCoverEveryRowOnceWithinTheBounds) {
   Tuning few_bytes;
   few_bytes.max_dw_partial_bytes = 65536;
   few_bytes.min_dw_groups = 2;
-  for (const Tuning& t : {Tuning{}, few_bytes}) {
+  Tuning waves;
+  waves.dw_wave_sms = 132;
+  Tuning odd_waves = few_bytes;
+  odd_waves.dw_wave_sms = 7;
+  for (const Tuning& t : {Tuning{}, few_bytes, waves, odd_waves}) {
     for (std::int64_t rows : kRows) {
-      for (std::int64_t hidden : kHidden) expect_groups_valid(rows, hidden, t);
+      for (std::int64_t hidden : kHidden) {
+        for (int x_size : {2, 4}) expect_groups_valid(rows, hidden, x_size, t);
+      }
     }
   }
 }
@@ -53,16 +72,59 @@ TEST(RmsNormCudaLayout, DwGroupsCoverEveryRowOnceWithinTheBounds) {
 TEST(RmsNormCudaLayout, DwPartialsOfLongRowsStayUnderTheByteCap) {
   const Tuning t;
   // H <= 4096: 512 groups, as before the cap.
-  EXPECT_EQ(dw_groups(16384, 4096, t).groups, 512);
-  EXPECT_EQ(dw_groups(16384, 4096, t).rows_per_group, 32);
+  EXPECT_EQ(dw_groups(16384, 4096, 2, t).groups, 512);
+  EXPECT_EQ(dw_groups(16384, 4096, 2, t).rows_per_group, 32);
   // Longer rows: 8 MiB of float32 partials at most...
-  EXPECT_EQ(dw_groups(16384, 8192, t).groups, 256);
-  EXPECT_EQ(dw_groups(8192, 16384, t).groups, 128);
-  EXPECT_EQ(dw_groups(4096, 32768, t).groups, 64);
-  EXPECT_EQ(dw_groups(4096, 32768, t).rows_per_group, 64);
+  EXPECT_EQ(dw_groups(16384, 8192, 2, t).groups, 256);
+  EXPECT_EQ(dw_groups(8192, 16384, 2, t).groups, 128);
+  EXPECT_EQ(dw_groups(4096, 32768, 2, t).groups, 64);
+  EXPECT_EQ(dw_groups(4096, 32768, 2, t).rows_per_group, 64);
+  EXPECT_EQ(dw_groups(8192, 24576, 2, t).groups, 85);
   // ...unless that would leave fewer than 64 groups.
-  EXPECT_EQ(dw_groups(65536, 262144, t).groups, 64);
-  EXPECT_EQ(dw_groups(0, 4096, t).groups, 0);
+  EXPECT_EQ(dw_groups(65536, 262144, 2, t).groups, 64);
+  EXPECT_EQ(dw_groups(0, 4096, 2, t).groups, 0);
+}
+
+TEST(RmsNormCudaLayout, DwWaveUnitsFollowTheSplit) {
+  const Tuning t;
+  const auto units = [&](std::int64_t hidden, int x_size) {
+    return dw_wave_units(split_row(hidden * x_size / 16, bwd_policy(hidden, true, t)), 132);
+  };
+  // bf16: 128-thread blocks, 4 an SM (H 4096); 160 threads, 3 (4608); 192, 2 (6144); one CTA of
+  // 384 (12288) or 512 threads (16384) an SM; 2-CTA clusters of 384 threads (24576).
+  EXPECT_EQ(units(4096, 2), 528);
+  EXPECT_EQ(units(4608, 2), 396);
+  EXPECT_EQ(units(6144, 2), 264);
+  EXPECT_EQ(units(12288, 2), 132);
+  EXPECT_EQ(units(16384, 2), 132);
+  EXPECT_EQ(units(24576, 2), 66);
+  EXPECT_EQ(units(12288, 4), 66);  // float32: twice the packs
+  // 4-CTA clusters (and more) are placed within GPCs of unequal sizes: unknown from the split.
+  EXPECT_EQ(units(65536, 2), 0);
+  EXPECT_EQ(dw_wave_units(split_row(4096 / 8, bwd_policy(4096, true, t)), 0), 0);
+}
+
+TEST(RmsNormCudaLayout, DwGroupsFillWholeWavesWhereAsked) {
+  Tuning t;
+  t.dw_wave_sms = 132;
+  // 8192 x 24576 bf16: 85 groups (two waves of 66 2-CTA clusters, the second a third full)
+  // become 66 of 125 rows: one wave.
+  EXPECT_EQ(dw_groups(8192, 24576, 2, t).groups, 66);
+  EXPECT_EQ(dw_groups(8192, 24576, 2, t).rows_per_group, 125);
+  // 16384 x 5120 and 4608 bf16: 409 and 455 groups against 396 resident CTAs: one wave of 391
+  // (42 rows a group; the rows do not divide evenly).
+  EXPECT_EQ(dw_groups(16384, 5120, 2, t).groups, 391);
+  EXPECT_EQ(dw_groups(16384, 4608, 2, t).groups, 391);
+  // 16384 x 6144 bf16: 341 against 264.
+  EXPECT_EQ(dw_groups(16384, 6144, 2, t).groups, 261);
+  // Power-of-two bf16 rows keep their groups: already within one wave. (float32 rows of 4096
+  // go from 512 groups, two waves of 264 CTAs, to 261 of 63 rows, one.)
+  const Tuning defaults;
+  for (std::int64_t hidden : {1024, 2048, 4096, 8192, 16384, 32768, 65536}) {
+    EXPECT_EQ(dw_groups(16384, hidden, 2, t).groups, dw_groups(16384, hidden, 2, defaults).groups)
+        << hidden;
+  }
+  EXPECT_EQ(dw_groups(16384, 4096, 4, t).groups, 261);
 }
 
 void expect_split_valid(std::int64_t packs, const SplitPolicy& policy) {
@@ -191,13 +253,14 @@ TEST_F(RmsNormTuningFromEnvironment, UnsetGivesTheDefaults) {
 TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   const Tuning t = parse(
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
-      "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1");
+      "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=132");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
   EXPECT_EQ(t.finish_columns, 8);  // the later value wins
   EXPECT_FALSE(t.clusters);
   EXPECT_TRUE(t.bwd_prefetch);
+  EXPECT_EQ(t.dw_wave_sms, 132);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
@@ -213,6 +276,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"fwd_stages=1", "fwd_stages", "0 or 2 to 8"},
       {"clusters=2", "clusters", "0 or 1"},
       {"bwd_prefetch=2", "bwd_prefetch", "0 or 1"},
+      {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},
       {"finish_tree=1", "finish_tree", "a key of struct Tuning"},
       {"fwd_block_threads=0", "fwd_block_threads", "keeps every count positive"},

@@ -156,7 +156,7 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
   p.rows = a.rows;
   p.hidden = a.hidden;
   p.offset = a.params.offset;
-  p.groups = dw_groups(a.rows, a.hidden, tuning());
+  p.groups = dw_groups(a.rows, a.hidden, static_cast<int>(sizeof(typename T::X)), tuning());
   p.prefetch = tuning().bwd_prefetch;
   p.split = split_row(a.hidden / P, bwd_policy(a.hidden, clusters, tuning()));
   // One CTA (or cluster) per dW group: which rows a group sums never depends on the grid.

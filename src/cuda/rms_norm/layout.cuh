@@ -77,6 +77,15 @@ struct Tuning {
   std::int64_t min_dw_groups = 64;
   std::int64_t min_rows_per_dw_group = 8;
   std::int64_t min_elements_per_dw_group = 8192;
+  // Round the number of dW groups down to whole waves of the register backward on a GPU of this
+  // many SMs (0: off), where a wave is known from the row split alone (dw_wave_units). Each group
+  // is one CTA (or cluster) working through its rows in order, so 85 groups of 2-CTA clusters on
+  // 132 SMs (bf16 8192 x 24576) run in two waves, the second a third full: 66 groups of more rows
+  // take one. A constant rather than the device's count, so that dW keeps the same bits on every
+  // GPU. It changes no power-of-two row length at the defaults (their group counts are already
+  // within a wave's), only rows such as 4608, 5120, 6144, 12288, 20480 and 24576 elements. Off
+  // until measured; 132 (H100 and H200 SXM) is the candidate.
+  int dw_wave_sms = 0;
   // Columns a CTA of the dW finishing kernel adds (8, 16 or 32; dw_finish.cuh), or 0: 8 for
   // rows of up to 2048 elements, else 32. Fewer give short rows more CTAs (H 1024: 32 CTAs at 32
   // columns), at the price of shorter memory segments: on an H200, 8 took the 4096x1024 backward
@@ -114,16 +123,6 @@ struct DwGroups {
 };
 
 inline constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
-inline DwGroups dw_groups(std::int64_t rows, std::int64_t hidden, const Tuning& t) {
-  if (rows <= 0 || hidden <= 0) return {};
-  const std::int64_t by_bytes =
-      std::max(t.min_dw_groups, t.max_dw_partial_bytes / (hidden * std::int64_t{sizeof(float)}));
-  const std::int64_t max_groups = std::min(t.max_dw_groups, by_bytes);
-  const std::int64_t per_group = std::max({ceil_div(rows, max_groups), t.min_rows_per_dw_group,
-                                           ceil_div(t.min_elements_per_dw_group, hidden)});
-  return {per_group, ceil_div(rows, per_group)};
-}
 
 // Threads per row for a given thread demand: exact powers of two while several rows share a warp
 // or a block, multiples of 32 (less padding) once a row fills whole blocks.
@@ -194,6 +193,53 @@ inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& 
   return {kBwdPacksPerThread, t.bwd_block_threads,
           clusters && t.clusters ? t.cluster_slice_threads : 0, hidden >= t.bwd_two_pass_min_hidden,
           t.bwd_min_row_threads};
+}
+
+// 128 registers a thread, the register backward's launch bound and what its 16-byte kernels with a
+// weight use (cuobjdump), leave room for 16 warps an SM.
+inline constexpr int kBwdWarpsPerSm = 16;
+
+// dW groups the register backward runs at once on a GPU of `sms` SMs with rows split as `split`:
+// CTAs an SM by the warps each needs, over the CTAs of a cluster. 0 where the split alone does
+// not tell: the two-pass kernel, and clusters of more than 2 CTAs, which a GPU places within its
+// GPCs of unequal sizes (2-CTA clusters pair the two SMs of a TPC).
+inline std::int64_t dw_wave_units(const RowSplit& split, int sms) {
+  if (sms <= 0 || split.two_pass || split.slices > 2) return 0;
+  const int warps = static_cast<int>(ceil_div(split.block_threads, 32));
+  return std::int64_t{sms} * std::max(1, kBwdWarpsPerSm / warps) / split.slices;
+}
+
+// At most this many dW groups for rows of `hidden` elements: max_dw_groups, and the partial rows
+// within max_dw_partial_bytes unless that leaves fewer than min_dw_groups.
+inline std::int64_t dw_group_cap(std::int64_t hidden, const Tuning& t) {
+  const std::int64_t by_bytes =
+      std::max(t.min_dw_groups, t.max_dw_partial_bytes / (hidden * std::int64_t{sizeof(float)}));
+  return std::min(t.max_dw_groups, by_bytes);
+}
+
+// `rows` rows in as few groups of equal length as keep within `cap` groups and the tuning's
+// least rows and elements a group.
+inline DwGroups dw_groups_within(std::int64_t rows, std::int64_t hidden, std::int64_t cap,
+                                 const Tuning& t) {
+  if (rows <= 0 || hidden <= 0) return {};
+  const std::int64_t per_group = std::max({ceil_div(rows, cap), t.min_rows_per_dw_group,
+                                           ceil_div(t.min_elements_per_dw_group, hidden)});
+  return {per_group, ceil_div(rows, per_group)};
+}
+
+// The dW groups of a backward over rows of `hidden` elements of `x_size` bytes. The wave fit
+// (Tuning::dw_wave_sms) reads the row split of 16-byte packs with clusters, whatever the pointers'
+// alignment or the device, so the groups, and dW's bits, depend on the shape, the dtype and the
+// tuning alone.
+inline DwGroups dw_groups(std::int64_t rows, std::int64_t hidden, int x_size, const Tuning& t) {
+  std::int64_t cap = dw_group_cap(hidden, t);
+  if (t.dw_wave_sms > 0 && hidden > 0) {
+    const std::int64_t packs = ceil_div(hidden * x_size, 16);
+    const std::int64_t wave =
+        dw_wave_units(split_row(packs, bwd_policy(hidden, true, t)), t.dw_wave_sms);
+    if (wave > 0 && cap >= wave) cap = cap / wave * wave;
+  }
+  return dw_groups_within(rows, hidden, cap, t);
 }
 
 // The finishing kernel's column tile for rows of `hidden` elements.

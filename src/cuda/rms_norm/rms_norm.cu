@@ -23,7 +23,8 @@ using namespace tigon::cuda::rms_norm;
 // Launched right behind the partials kernel, as its programmatic dependent where the device
 // allows: its launch overlaps the partials kernel's tail, and it waits for it before reading.
 void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream) {
-  const DwGroups groups = dw_groups(a.rows, a.hidden, tuning());
+  const DwGroups groups =
+      dw_groups(a.rows, a.hidden, static_cast<int>(element_size(a.x_dtype)), tuning());
   const int columns = finish_columns(a.hidden, tuning());
   const std::int64_t tiles = std::min(ceil_div(a.hidden, columns), kMaxGridBlocks);
   detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
@@ -37,10 +38,11 @@ void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream)
 
 }  // namespace
 
-std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, bool has_weight,
-                                        int /*device*/) {
+std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, DType x_dtype,
+                                        bool has_weight, int /*device*/) {
   if (!has_weight) return 0;
-  return static_cast<std::size_t>(dw_groups(rows, hidden, tuning()).groups) *
+  const int x_size = static_cast<int>(element_size(x_dtype));
+  return static_cast<std::size_t>(dw_groups(rows, hidden, x_size, tuning()).groups) *
          static_cast<std::size_t>(hidden) * sizeof(float);
 }
 

@@ -54,6 +54,12 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
     t.min_dw_groups = v;
   } else if (key == "min_rows_per_dw_group") {
     t.min_rows_per_dw_group = v;
+  } else if (key == "dw_wave_sms") {
+    if (v < 0 || v > 4096) {
+      detail::throw_argument_error(variable, key, "0 (off) or a number of SMs up to 4096",
+                                   std::to_string(v));
+    }
+    t.dw_wave_sms = static_cast<int>(v);
   } else if (key == "min_elements_per_dw_group") {
     t.min_elements_per_dw_group = v;
   } else if (key == "fwd_stages" || key == "bwd_stages") {
