@@ -253,13 +253,15 @@ TEST_F(RmsNormTuningFromEnvironment, UnsetGivesTheDefaults) {
 TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   const Tuning t = parse(
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
-      "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=132");
+      "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=132,"
+      "fwd_prefetch=1");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
   EXPECT_EQ(t.finish_columns, 8);  // the later value wins
   EXPECT_FALSE(t.clusters);
   EXPECT_TRUE(t.bwd_prefetch);
+  EXPECT_TRUE(t.fwd_prefetch);
   EXPECT_EQ(t.dw_wave_sms, 132);
 }
 
@@ -276,6 +278,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"fwd_stages=1", "fwd_stages", "0 or 2 to 8"},
       {"clusters=2", "clusters", "0 or 1"},
       {"bwd_prefetch=2", "bwd_prefetch", "0 or 1"},
+      {"fwd_prefetch=3", "fwd_prefetch", "0 or 1"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},
       {"finish_tree=1", "finish_tree", "a key of struct Tuning"},

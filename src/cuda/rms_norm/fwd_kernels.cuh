@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/common/async_copy.cuh"
+#include "cuda/common/l2_policy.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/layout.cuh"
@@ -73,10 +74,11 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
 
 // Rows held in registers: each thread keeps up to K packs of its row slice, so x is read once and
 // y written once. Several rows per block for short rows; one row per block, or per cluster of
-// blocks (sm_90), for long ones. Blocks loop over row blocks, so any row count works. K is
-// kFwdPacksPerThread, or 4 or 2 for the light kernel (Tuning::fwd_light_packs_per_thread): 64
-// registers at most (1024 threads an SM), 40 with 2 packs (1536); the split must give each thread
-// at most K packs.
+// blocks (sm_90), for long ones. Blocks loop over row blocks, so any row count works; with
+// p.prefetch (on a persistent grid) each row block's loads are followed by L2 prefetches of the
+// block's next one. K is kFwdPacksPerThread, or 4 or 2 for the light kernel
+// (Tuning::fwd_light_packs_per_thread): 64 registers at most (1024 threads an SM), 40 with 2 packs
+// (1536); the split must give each thread at most K packs.
 template <typename Math, int P, int K = kFwdPacksPerThread>
 __global__ void __launch_bounds__(kMaxRowThreads, K <= 2 ? 3 : 2)
     rms_norm_fwd_kernel(const FwdParams p) {
@@ -98,6 +100,13 @@ __global__ void __launch_bounds__(kMaxRowThreads, K <= 2 ? 3 : 2)
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       if (k < packs) x[k] = load_pack<X, P>(x_row + k * stride);
+    }
+    if (p.prefetch && row + t.units * t.rows_in_block < p.rows) {
+      const std::int64_t ahead = t.units * t.rows_in_block * p.x_row_stride;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (k < packs) prefetch_l2(x_row + ahead + k * stride);
+      }
     }
     normalize_row<Math, P, K, kWeightEarly>(p, t, row, x, packs, warp_sums[parity],
                                             &slice_sums[parity]);

@@ -81,10 +81,12 @@ bool launch_persistent(void (*kernel)(Params), const RowSplit& split, std::int64
   return true;
 }
 
-// One CTA (or cluster) per block of rows; kernels loop if the grid had to be capped.
-inline void launch_fwd_rows(void (*kernel)(FwdParams), const FwdParams& p, cudaStream_t stream) {
+// One CTA (or cluster) per block of rows, at most max_units of them; kernels loop over the rest.
+inline void launch_fwd_rows(void (*kernel)(FwdParams), const FwdParams& p, cudaStream_t stream,
+                            std::int64_t max_units = kMaxGridBlocks) {
   const std::int64_t units = ceil_div(p.rows, rows_per_block(p.split));
-  const std::int64_t grid = std::min(units, kMaxGridBlocks / p.split.slices) * p.split.slices;
+  const std::int64_t grid =
+      std::min({units, max_units, kMaxGridBlocks / p.split.slices}) * p.split.slices;
   launch_kernel(kernel, grid, dim3(p.split.block_threads), 0, p.split.slices, stream, p);
 }
 
@@ -135,6 +137,17 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
                       p, stream);
       return;
     }
+  }
+  // Rows over clusters, with fwd_prefetch: as many clusters as are resident, each prefetching
+  // its next row.
+  if (p.split.slices > 1 && tuning.fwd_prefetch) {
+    p.prefetch = true;
+    const auto kernel = rms_norm_fwd_kernel<Math, P>;
+    const std::int64_t resident =
+        resident_clusters(reinterpret_cast<const void*>(kernel), dim3(p.split.block_threads), 0,
+                          p.split.slices, device);
+    launch_fwd_rows(kernel, p, stream, std::max<std::int64_t>(resident, 1));
+    return;
   }
   launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, stream);
 }

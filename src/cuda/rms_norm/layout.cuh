@@ -67,6 +67,12 @@ struct Tuning {
   // when one 512-thread CTA an SM (128 registers) has nothing else in flight (long rows: 32-56%
   // of the copy ceiling on an H200). Off until measured.
   bool bwd_prefetch = false;
+  // Forward rows split over clusters run on a persistent grid (the clusters resident at once)
+  // instead of one cluster launch a row, and each cluster asks L2 for its next row once the
+  // current row's loads are issued, as bwd_prefetch does (long rows: 61-63% of the copy ceiling on
+  // an H200 at bf16 H 49152 and 65536; a persistent grid alone took 1024 x 65536 from 63 to 66%
+  // there, 2026-12-05). Off until measured.
+  bool fwd_prefetch = false;
   // dW partial rows: at most max_dw_groups of them, and no more than max_dw_partial_bytes of
   // partials unless that leaves fewer than min_dw_groups; each group over at least
   // min_rows_per_dw_group rows and min_elements_per_dw_group elements. The partials are written
@@ -277,7 +283,8 @@ struct FwdParams {
   float eps = 0.0f;
   float offset = 0.0f;
   RowSplit split;
-  int stages = 0;  // staged kernel: row blocks in its shared-memory ring
+  int stages = 0;         // staged kernel: row blocks in its shared-memory ring
+  bool prefetch = false;  // register kernel: Tuning::fwd_prefetch
 };
 
 struct BwdParams {
