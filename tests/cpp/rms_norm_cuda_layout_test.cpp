@@ -254,7 +254,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   const Tuning t = parse(
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
       "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=132,"
-      "fwd_prefetch=1");
+      "fwd_prefetch=1,cluster_exchange=1");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
@@ -262,6 +262,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_FALSE(t.clusters);
   EXPECT_TRUE(t.bwd_prefetch);
   EXPECT_TRUE(t.fwd_prefetch);
+  EXPECT_TRUE(t.cluster_exchange);
   EXPECT_EQ(t.dw_wave_sms, 132);
 }
 
@@ -279,6 +280,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"clusters=2", "clusters", "0 or 1"},
       {"bwd_prefetch=2", "bwd_prefetch", "0 or 1"},
       {"fwd_prefetch=3", "fwd_prefetch", "0 or 1"},
+      {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},
       {"finish_tree=1", "finish_tree", "a key of struct Tuning"},

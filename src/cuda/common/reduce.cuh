@@ -38,24 +38,32 @@ __device__ __forceinline__ float row_group_sum(float v, int group, float* scratc
   return total;
 }
 
+// The largest portable thread-block cluster (sm_90): 8 CTAs.
+inline constexpr int kMaxPortableCluster = 8;
+
 // One value per CTA folded over the CTAs of a thread-block cluster (sm_90+) in rank order,
-// op(...op(op(v_0, v_1), v_2)..., v_last), through distributed shared memory, and returned to
-// every thread: every CTA gets the same bits. `v` must be the same in every thread of the CTA;
-// `slot` is a shared-memory T, alternated between two on consecutive calls (same reasoning as
-// above: one cluster barrier per call then suffices).
+// op(...op(op(v_0, v_1), v_2)..., v_last), and returned to every thread: every CTA gets the same
+// bits. `v` must be the same in every thread of the CTA. `slots` is `cluster_size` Ts of shared
+// memory, alternated between two such arrays on consecutive calls (then one cluster barrier per
+// call suffices: a CTA writes a peer's array only after the next call's barrier, which the peer
+// passes only once it has read what the array held). Each CTA pushes its value into slot `rank`
+// of every CTA through distributed shared memory before the barrier (the barrier's release and
+// acquire make the stores visible), so after it every CTA folds its own shared memory: no remote
+// load waits on the critical path.
 template <typename T, typename Op>
-__device__ __forceinline__ T cluster_fold(const T& v, T* slot, int cluster_size, Op op) {
+__device__ __forceinline__ T cluster_fold(const T& v, T* slots, int cluster_size, Op op) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
-  if (threadIdx.x == 0) *slot = v;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int to = static_cast<int>(threadIdx.x);
+  if (to < cluster_size) *cluster.map_shared_rank(slots + rank, to) = v;
   cluster.sync();
-  T total = *cluster.map_shared_rank(slot, 0);
-  for (int rank = 1; rank < cluster_size; ++rank)
-    total = op(total, *cluster.map_shared_rank(slot, rank));
+  T total = slots[0];
+  for (int r = 1; r < cluster_size; ++r) total = op(total, slots[r]);
   return total;
 #else
-  (void)slot;
+  (void)slots;
   (void)cluster_size;
   (void)op;
   __trap();  // the host launches clusters only on code built for sm_90 or newer
@@ -64,12 +72,12 @@ __device__ __forceinline__ T cluster_fold(const T& v, T* slot, int cluster_size,
 }
 
 // Sum of one value per CTA over the CTAs of a cluster, added in rank order (cluster_fold).
-__device__ __forceinline__ float cluster_sum(float v, float* slot, int cluster_size) {
-  return cluster_fold(v, slot, cluster_size, [](float a, float b) { return a + b; });
+__device__ __forceinline__ float cluster_sum(float v, float* slots, int cluster_size) {
+  return cluster_fold(v, slots, cluster_size, [](float a, float b) { return a + b; });
 }
 
-// Waits until every CTA of the cluster gets here: a CTA must not exit while peers may still read
-// its shared memory.
+// Waits until every CTA of the cluster gets here: a CTA must not exit while peers may still
+// access its shared memory.
 __device__ __forceinline__ void cluster_barrier() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cooperative_groups::this_cluster().sync();

@@ -25,9 +25,12 @@
 #include "cuda/common/vector_access.cuh"
 #include "cuda/cross_entropy/row_math.cuh"
 #include "cuda/cross_entropy/row_params.h"
+#include "cuda/cross_entropy/slice_plan.h"
 #include "math/cross_entropy.h"
 
 namespace tigon::cuda::cross_entropy {
+
+static_assert(kMaxCluster <= kMaxPortableCluster, "cluster_fold has a slot per CTA");
 
 inline constexpr int kSliceThreads = 256;
 // Slices are sized so that this many CTAs fit on an SM (3 x 64 KB of the 228 KB of an H100/H200),
@@ -42,8 +45,8 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
   constexpr int B = kSliceThreads;
   extern __shared__ __align__(16) unsigned char slice_bytes[];
   __shared__ __align__(16) float scratch[kMergeScratchPerWarp * kSliceThreads / kWarpSize];
-  // This CTA's merged state, read by the cluster's CTAs (two slots: see cluster_fold).
-  __shared__ float4 published[2];
+  // The cluster's CTAs' merged states, one slot each (two arrays: see cluster_fold).
+  __shared__ float4 published[2][kMaxPortableCluster];
   T* const slice = reinterpret_cast<T*>(slice_bytes);
 
   const int cluster = p.cluster;
@@ -112,7 +115,7 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
     st = block_merge(st, scratch);
     if (cluster > 1) {
       st = PartState::unpacked(
-          cluster_fold(st.packed(), &published[parity], cluster, [](float4 a, float4 b) {
+          cluster_fold(st.packed(), published[parity], cluster, [](float4 a, float4 b) {
             PartState s = PartState::unpacked(a);
             s.merge(PartState::unpacked(b));
             return s.packed();

@@ -14,6 +14,7 @@
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/layout.cuh"
 #include "cuda/rms_norm/pack_ring.cuh"
+#include "cuda/rms_norm/row_sum.cuh"
 #include "cuda/rms_norm/thread_share.cuh"
 #include "cuda/rms_norm/weight_pack.cuh"
 #include "math/float_types.h"
@@ -73,9 +74,7 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
                                          float r,
                                          const Pack<typename MathTraits<Math>::Y, P> (&dy)[K],
                                          const Pack<typename MathTraits<Math>::X, P> (&x)[K],
-                                         int packs, float (&acc)[K][P],
-                                         float (&warp_sums)[kMaxRowThreads / kWarpSize],
-                                         float* slice_sum) {
+                                         int packs, float (&acc)[K][P], RowSum& row_sum) {
   using T = MathTraits<Math>;
   using X = typename T::X;
   using W = typename T::W;
@@ -91,8 +90,7 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
   for (int k = 0; k < K; ++k) {
     if (k < packs) sum = grad_dot_pack<Math, P>(dy[k], x[k], w[k], p.offset, r, sum);
   }
-  sum = row_group_sum(sum, t.group, warp_sums);
-  if (p.split.slices > 1) sum = cluster_sum(sum, slice_sum, p.split.slices);
+  sum = row_sum(sum, t.group);
   if (packs == 0) return;
 
   const float mean_m_xhat = sum / static_cast<float>(p.hidden);
@@ -171,10 +169,9 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
   const ThreadShare t = thread_share<K>(p.split);
   const int stride = t.group * P;
 
-  __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
-  __shared__ float slice_sums[2];
+  __shared__ RowSumShared row_sum_shared;
+  RowSum row_sum(row_sum_shared, p.split, p.cluster_exchange);
   extern __shared__ float slot_partials[];
-  int parity = 0;
   for (std::int64_t g = t.unit; g < p.groups.groups; g += t.units) {
     const std::int64_t group_begin = g * p.groups.rows_per_group;
     const std::int64_t group_end = min(group_begin + p.groups.rows_per_group, p.rows);
@@ -210,8 +207,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
         }
       }
       const float r = row < group_end ? p.rstd[row] : 0.0f;
-      grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, warp_sums[parity], &slice_sums[parity]);
-      parity ^= 1;
+      grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, row_sum);
     }
     store_dw_partial<Math, P, K>(p, t, g, acc, slot_partials);
   }
@@ -275,14 +271,13 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(
     advance(ahead);
   };
 
-  __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
-  __shared__ float slice_sums[2];
+  __shared__ RowSumShared row_sum_shared;
+  RowSum row_sum(row_sum_shared, p.split, p.cluster_exchange);
   for (int s = 0; s + 1 < stages; ++s) fetch(s);
   float acc[K][P];
   Cursor at{t.unit, 0};
   std::int64_t row = row_at(at);
   float r = row >= 0 ? p.rstd[row] : 0.0f;
-  int parity = 0;
   for (int stage = 0; at.group < p.groups.groups; stage = stage + 1 == stages ? 0 : stage + 1) {
     // The slot consumed by the previous row block takes the one stages - 1 blocks ahead.
     fetch(stage == 0 ? stages - 1 : stage - 1);
@@ -308,8 +303,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(
         x[k] = x_ring.read(stage, k);
       }
     }
-    grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, warp_sums[parity], &slice_sums[parity]);
-    parity ^= 1;
+    grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, row_sum);
     if (at.block == blocks_per_group - 1) {
       store_dw_partial<Math, P, K>(p, t, at.group, acc, slot_partials);
     }

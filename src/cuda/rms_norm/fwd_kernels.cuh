@@ -11,6 +11,7 @@
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/layout.cuh"
 #include "cuda/rms_norm/pack_ring.cuh"
+#include "cuda/rms_norm/row_sum.cuh"
 #include "cuda/rms_norm/thread_share.cuh"
 #include "cuda/rms_norm/weight_pack.cuh"
 #include "math/float_types.h"
@@ -42,9 +43,7 @@ template <typename Math, int P, int K, bool kWeightEarly = false>
 __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadShare& t,
                                               std::int64_t row,
                                               const Pack<typename MathTraits<Math>::X, P> (&x)[K],
-                                              int packs,
-                                              float (&warp_sums)[kMaxRowThreads / kWarpSize],
-                                              float* slice_sum) {
+                                              int packs, RowSum& row_sum) {
   using T = MathTraits<Math>;
   using W = typename T::W;
   using Y = typename T::Y;
@@ -59,8 +58,7 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
       for (int i = 0; i < P; ++i) sum += Math::square(x[k].value(i));
     }
   }
-  sum = row_group_sum(sum, t.group, warp_sums);
-  if (p.split.slices > 1) sum = cluster_sum(sum, slice_sum, p.split.slices);
+  sum = row_sum(sum, t.group);
   if (row >= p.rows) return;
 
   const float r = Math::rstd(sum, p.hidden, p.eps);
@@ -88,9 +86,8 @@ __global__ void __launch_bounds__(kMaxRowThreads, K <= 2 ? 3 : 2)
   const ThreadShare t = thread_share<K>(p.split);
   const int stride = t.group * P;
 
-  __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
-  __shared__ float slice_sums[2];
-  int parity = 0;
+  __shared__ RowSumShared row_sum_shared;
+  RowSum row_sum(row_sum_shared, p.split, p.cluster_exchange);
   for (std::int64_t row0 = t.unit * t.rows_in_block; row0 < p.rows;
        row0 += t.units * t.rows_in_block) {
     const std::int64_t row = row0 + t.slot;
@@ -108,9 +105,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, K <= 2 ? 3 : 2)
         if (k < packs) prefetch_l2(x_row + ahead + k * stride);
       }
     }
-    normalize_row<Math, P, K, kWeightEarly>(p, t, row, x, packs, warp_sums[parity],
-                                            &slice_sums[parity]);
-    parity ^= 1;
+    normalize_row<Math, P, K, kWeightEarly>(p, t, row, x, packs, row_sum);
   }
   if (p.split.slices > 1) cluster_barrier();
 }
@@ -139,11 +134,10 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(
     async_commit();
   };
 
-  __shared__ float warp_sums[2][kMaxRowThreads / kWarpSize];
-  __shared__ float slice_sums[2];
+  __shared__ RowSumShared row_sum_shared;
+  RowSum row_sum(row_sum_shared, p.split, p.cluster_exchange);
   std::int64_t row0 = t.unit * t.rows_in_block;
   for (int s = 0; s + 1 < stages; ++s) fetch(s, row0 + s * step);
-  int parity = 0;
   for (int stage = 0; row0 < p.rows; row0 += step, stage = stage + 1 == stages ? 0 : stage + 1) {
     // The slot consumed by the previous row block takes the one stages - 1 blocks ahead.
     fetch(stage == 0 ? stages - 1 : stage - 1, row0 + (stages - 1) * step);
@@ -155,8 +149,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(
     for (int k = 0; k < K; ++k) {
       if (k < packs) x[k] = ring.read(stage, k);
     }
-    normalize_row<Math, P, K>(p, t, row, x, packs, warp_sums[parity], &slice_sums[parity]);
-    parity ^= 1;
+    normalize_row<Math, P, K>(p, t, row, x, packs, row_sum);
   }
   if (p.split.slices > 1) cluster_barrier();
 }

@@ -60,7 +60,9 @@ bool bwd_vectorizable(const detail::RmsNormBwdArgs& a) {
 }
 
 // Shared memory of the staged kernels beyond their ring (static, rounded up).
-inline constexpr std::size_t kStagedStaticBytes = 1024;
+inline constexpr std::size_t kStagedStaticBytes = 2048;
+static_assert(sizeof(RowSumShared) <= kStagedStaticBytes,
+              "the staged kernels' static shared memory");
 
 // Launches `kernel` on a persistent grid of as many blocks (clusters of `split.slices` CTAs) as
 // are resident at once, at most `units`, with `smem` bytes of dynamic shared memory. False (nothing
@@ -106,6 +108,7 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   p.eps = a.params.eps;
   p.offset = a.params.offset;
   const Tuning& tuning = rms_norm::tuning();
+  p.cluster_exchange = tuning.cluster_exchange;
   p.split = split_row(a.hidden / P, fwd_policy(a.hidden, kXSize, clusters, tuning));
   if (p.split.two_pass) {
     launch_kernel(rms_norm_fwd_two_pass_kernel<Math, P>, std::min(a.rows, kMaxGridBlocks),
@@ -171,6 +174,7 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
   p.offset = a.params.offset;
   p.groups = dw_groups(a.rows, a.hidden, static_cast<int>(sizeof(typename T::X)), tuning());
   p.prefetch = tuning().bwd_prefetch;
+  p.cluster_exchange = tuning().cluster_exchange;
   p.split = split_row(a.hidden / P, bwd_policy(a.hidden, clusters, tuning()));
   // One CTA (or cluster) per dW group: which rows a group sums never depends on the grid.
   if (p.split.two_pass) {

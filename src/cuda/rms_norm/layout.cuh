@@ -73,6 +73,13 @@ struct Tuning {
   // an H200 at bf16 H 49152 and 65536; a persistent grid alone took 1024 x 65536 from 63 to 66%
   // there, 2026-12-05). Off until measured.
   bool fwd_prefetch = false;
+  // Rows over a cluster add their CTAs' sums through an mbarrier exchange (cluster_exchange.cuh:
+  // each warp pushes its sum into every CTA with st.async, each CTA waits for its own to land)
+  // instead of a cluster barrier, which compiles to a GPU-scope fence (MEMBAR.ALL.GPU: every
+  // thread waits for its previous row's stores) and an L1 invalidation, once a row. The sums
+  // are added in another fixed order (other bits, as deterministic). Off until it has passed the
+  // GPU tests and been measured.
+  bool cluster_exchange = false;
   // dW partial rows: at most max_dw_groups of them, and no more than max_dw_partial_bytes of
   // partials unless that leaves fewer than min_dw_groups; each group over at least
   // min_rows_per_dw_group rows and min_elements_per_dw_group elements. The partials are written
@@ -283,8 +290,9 @@ struct FwdParams {
   float eps = 0.0f;
   float offset = 0.0f;
   RowSplit split;
-  int stages = 0;         // staged kernel: row blocks in its shared-memory ring
-  bool prefetch = false;  // register kernel: Tuning::fwd_prefetch
+  int stages = 0;                 // staged kernel: row blocks in its shared-memory ring
+  bool prefetch = false;          // register kernel: Tuning::fwd_prefetch
+  bool cluster_exchange = false;  // Tuning::cluster_exchange
 };
 
 struct BwdParams {
@@ -302,8 +310,9 @@ struct BwdParams {
   float offset = 0.0f;
   DwGroups groups;
   RowSplit split;
-  int stages = 0;         // staged kernel: row blocks in its shared-memory ring
-  bool prefetch = false;  // register kernel: Tuning::bwd_prefetch
+  int stages = 0;                 // staged kernel: row blocks in its shared-memory ring
+  bool prefetch = false;          // register kernel: Tuning::bwd_prefetch
+  bool cluster_exchange = false;  // Tuning::cluster_exchange
 };
 
 // The storage types and options a math::RmsNorm instantiation was built for.

@@ -35,13 +35,15 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
       detail::throw_argument_error(variable, key, "0, 8, 16 or 32", std::to_string(v));
     }
     t.finish_columns = static_cast<int>(v);
-  } else if (key == "clusters" || key == "fwd_prefetch" || key == "bwd_prefetch") {
+  } else if (bool* flag = key == "clusters"           ? &t.clusters
+                          : key == "fwd_prefetch"     ? &t.fwd_prefetch
+                          : key == "bwd_prefetch"     ? &t.bwd_prefetch
+                          : key == "cluster_exchange" ? &t.cluster_exchange
+                                                      : nullptr) {
     if (v != 0 && v != 1) {
       detail::throw_argument_error(variable, key, "0 or 1", std::to_string(v));
     }
-    (key == "clusters"       ? t.clusters
-     : key == "fwd_prefetch" ? t.fwd_prefetch
-                             : t.bwd_prefetch) = v == 1;
+    *flag = v == 1;
   } else if (key == "fwd_two_pass_min_hidden") {
     t.fwd_two_pass_min_hidden = v;
   } else if (key == "fwd_two_pass_max_row_bytes") {
