@@ -62,7 +62,7 @@ void prepare_into(const CrossEntropyArgs& a, float* header, float* weights_f32, 
 // The slice kernel's dynamic shared memory limit on `device`: kMaxSliceBytes, or less where the
 // device's opt-in limit per CTA (less its static shared memory) is lower (e.g. sm_86: 99 KB).
 std::size_t max_slice_bytes(int device) {
-  constexpr std::size_t kStatic = 1024;  // the kernel's static shared memory, rounded up
+  constexpr std::size_t kStatic = 4096;  // the kernel's static shared memory (1.7 KB), rounded up
   return std::min(kMaxSliceBytes, max_dynamic_smem(device, kStatic));
 }
 
@@ -191,6 +191,7 @@ RowParams row_params(const CrossEntropyArgs& a, const float* header, const float
   const cross_entropy::SliceTuning& t = cross_entropy::slice_tuning();
   p.l2_hints = t.l2_hints;
   p.reverse_second_pass = t.reverse_second_pass;
+  p.cluster_exchange = t.cluster_exchange;
   return p;
 }
 

@@ -44,6 +44,9 @@ struct RowParams {
   int cluster;
   std::int64_t slice_packs;
   int stages;
+  // The slice kernel folds its clusters' states through the mbarrier exchange
+  // (cluster_exchange.cuh) instead of a cluster barrier (SliceTuning::cluster_exchange).
+  bool cluster_exchange;
 };
 
 }  // namespace tigon::cuda::cross_entropy

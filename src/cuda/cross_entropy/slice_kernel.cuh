@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "cuda/common/async_copy.cuh"
+#include "cuda/common/cluster_exchange.cuh"
 #include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
@@ -45,11 +46,15 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
   constexpr int B = kSliceThreads;
   extern __shared__ __align__(16) unsigned char slice_bytes[];
   __shared__ __align__(16) float scratch[kMergeScratchPerWarp * kSliceThreads / kWarpSize];
-  // The cluster's CTAs' merged states, one slot each (two arrays: see cluster_fold).
+  // The cluster's CTAs' merged states, one slot each (two arrays: see cluster_fold), or the
+  // mbarrier exchange's buffers (RowParams::cluster_exchange).
   __shared__ float4 published[2][kMaxPortableCluster];
+  __shared__ ClusterExchangeBuffer<float4> exchange_buffers[2];
   T* const slice = reinterpret_cast<T*>(slice_bytes);
 
   const int cluster = p.cluster;
+  const bool exchange = p.cluster_exchange && cluster > 1;
+  ClusterExchange<float4> cluster_exchange(exchange_buffers, exchange);
   const std::int64_t packs = p.vocab / P;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x % cluster) * p.slice_packs;
   const std::int64_t count = first < packs ? min(p.slice_packs, packs - first) : 0;
@@ -113,13 +118,15 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
       if (refill_now) load(stage, refill, j);
     }
     st = block_merge(st, scratch);
-    if (cluster > 1) {
-      st = PartState::unpacked(
-          cluster_fold(st.packed(), published[parity], cluster, [](float4 a, float4 b) {
-            PartState s = PartState::unpacked(a);
-            s.merge(PartState::unpacked(b));
-            return s.packed();
-          }));
+    if (cluster > 1) {  // the same merges in the same order either way
+      const auto merge = [](float4 a, float4 b) {
+        PartState s = PartState::unpacked(a);
+        s.merge(PartState::unpacked(b));
+        return s.packed();
+      };
+      st = PartState::unpacked(exchange
+                                   ? cluster_exchange.fold(st.packed(), cluster, merge)
+                                   : cluster_fold(st.packed(), published[parity], cluster, merge));
       parity ^= 1;
     }
     const RowLoss l = row_loss(st, ignored, w_y, weight_total, p);
@@ -144,7 +151,7 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
       }
     }
   }
-  if (cluster > 1) cluster_barrier();  // peers may still read `published`
+  if (cluster > 1) cluster_barrier();  // peers may still access `published`
 }
 
 }  // namespace tigon::cuda::cross_entropy

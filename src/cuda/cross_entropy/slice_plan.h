@@ -59,8 +59,9 @@ inline SlicePlan slice_plan(std::int64_t packs, int max_cluster,
 // rebuild): slices=0 runs every row on the two-pass row kernel; max_cluster=1|2|4|8 bounds the
 // plan's clusters; row_above=1|2|4|8 sends rows whose plan has larger clusters to the row kernel
 // (default 2; 8: the slice kernel wherever it fits); slice_kb=K prefers slices up to K KB (default
-// 64, at most 100); stages=1|2 rows per CTA; for the row kernel l2_hints=0|1 and reverse=0|1
-// (RowParams, default 1). Read once; malformed values are errors.
+// 64, at most 100); stages=1|2 rows per CTA; cluster_exchange=0|1 (default 0) for the slice
+// kernel; for the row kernel l2_hints=0|1 and reverse=0|1 (RowParams, default 1). Read once;
+// malformed values are errors.
 struct SliceTuning {
   bool slices = true;
   int max_cluster = kMaxCluster;
@@ -71,6 +72,11 @@ struct SliceTuning {
   bool reverse_second_pass = true;
   // prepare -> rows -> finish as programmatic dependent launches (sm_90; key dependent=0|1).
   bool dependent_launches = true;
+  // The slice kernel's clusters fold each row's state through the mbarrier exchange
+  // (cluster_exchange.cuh) instead of a cluster barrier, whose GPU-scope fence (MEMBAR.ALL.GPU)
+  // makes every thread wait once a row for its earlier stores (key cluster_exchange=0|1; off until
+  // it has passed the GPU tests and been measured; same bits).
+  bool cluster_exchange = false;
 };
 const SliceTuning& slice_tuning();
 

@@ -28,16 +28,18 @@ void set(SliceTuning& t, std::string_view key, std::int64_t v) {
   } else if (key == "stages") {
     if (v != 1 && v != 2) reject("1 or 2");
     t.stages = static_cast<int>(v);
-  } else if (key == "l2_hints" || key == "reverse" || key == "dependent") {
+  } else if (bool* flag = key == "l2_hints"           ? &t.l2_hints
+                          : key == "reverse"          ? &t.reverse_second_pass
+                          : key == "dependent"        ? &t.dependent_launches
+                          : key == "cluster_exchange" ? &t.cluster_exchange
+                                                      : nullptr) {
     if (v != 0 && v != 1) reject("0 or 1");
-    (key == "l2_hints"  ? t.l2_hints
-     : key == "reverse" ? t.reverse_second_pass
-                        : t.dependent_launches) = v != 0;
+    *flag = v != 0;
   } else {
-    detail::throw_argument_error(
-        kVariable, key,
-        "slices, max_cluster, row_above, slice_kb, stages, l2_hints, reverse or dependent",
-        "an unknown key");
+    detail::throw_argument_error(kVariable, key,
+                                 "slices, max_cluster, row_above, slice_kb, stages, l2_hints, "
+                                 "reverse, dependent or cluster_exchange",
+                                 "an unknown key");
   }
 }
 

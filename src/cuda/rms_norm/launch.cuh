@@ -60,7 +60,7 @@ bool bwd_vectorizable(const detail::RmsNormBwdArgs& a) {
 }
 
 // Shared memory of the staged kernels beyond their ring (static, rounded up).
-inline constexpr std::size_t kStagedStaticBytes = 2048;
+inline constexpr std::size_t kStagedStaticBytes = 4096;
 static_assert(sizeof(RowSumShared) <= kStagedStaticBytes,
               "the staged kernels' static shared memory");
 

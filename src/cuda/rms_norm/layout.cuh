@@ -74,11 +74,10 @@ struct Tuning {
   // there, 2026-12-05). Off until measured.
   bool fwd_prefetch = false;
   // Rows over a cluster add their CTAs' sums through an mbarrier exchange (cluster_exchange.cuh:
-  // each warp pushes its sum into every CTA with st.async, each CTA waits for its own to land)
-  // instead of a cluster barrier, which compiles to a GPU-scope fence (MEMBAR.ALL.GPU: every
-  // thread waits for its previous row's stores) and an L1 invalidation, once a row. The sums
-  // are added in another fixed order (other bits, as deterministic). Off until it has passed the
-  // GPU tests and been measured.
+  // each CTA pushes its sum into every CTA with st.async, each waits for its own to land) instead
+  // of a cluster barrier, which compiles to a GPU-scope fence (MEMBAR.ALL.GPU: every thread waits
+  // for its previous row's stores) and an L1 invalidation, once a row. Same sums, same bits. Off
+  // until it has passed the GPU tests and been measured.
   bool cluster_exchange = false;
   // dW partial rows: at most max_dw_groups of them, and no more than max_dw_partial_bytes of
   // partials unless that leaves fewer than min_dw_groups; each group over at least

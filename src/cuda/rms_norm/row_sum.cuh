@@ -1,6 +1,6 @@
 // The sum over a row's threads that each RMSNorm row kernel takes once a row (the forward's sum of
 // squares, the backward's dot of dy and x): over the row's group of threads in the block, then,
-// for a row split over a cluster, over the cluster's CTAs.
+// for a row split over a cluster, over the cluster's CTAs in rank order.
 #pragma once
 
 #include "cuda/common/cluster_exchange.cuh"
@@ -13,16 +13,16 @@ namespace tigon::cuda::rms_norm {
 struct RowSumShared {
   float warp_sums[2][kMaxRowThreads / kWarpSize];
   float slice_sums[2][kMaxPortableCluster];
-  ClusterExchangeBuffer exchange[2];
+  ClusterExchangeBuffer<float> exchange[2];
 };
 
-static_assert(kMaxClusterSize <= kMaxPortableCluster, "cluster_sum has a slot per CTA");
-static_assert(kMaxRowThreads <= kMaxExchangeWarps * kWarpSize, "the exchange has a slot per warp");
+static_assert(kMaxClusterSize <= kMaxPortableCluster, "the cluster sums have a slot per CTA");
 
-// Rows over a cluster are summed through the cluster barrier (row_group_sum, then cluster_sum), or
-// with `exchange` (Tuning::cluster_exchange) through the mbarrier exchange of
-// cluster_exchange.cuh, which adds the same terms in another fixed order. Alternates its buffers
-// between consecutive rows (reduce.cuh says why two suffice).
+// Over a cluster the CTAs' sums meet through the cluster barrier (cluster_sum) or, with
+// `exchange` (Tuning::cluster_exchange), through the mbarrier exchange (cluster_exchange.cuh):
+// the same terms in the same order, so the same bits. Alternates its buffers between consecutive
+// rows; the block barrier of row_group_sum (or a one-warp block) separates consecutive calls, as
+// both cluster paths need.
 class RowSum {
  public:
   // Every thread of the block (and cluster) must construct it.
@@ -36,9 +36,12 @@ class RowSum {
   // its CTAs), returned to all of them. Every thread of the block (and cluster) must call it, in
   // the same order.
   __device__ __forceinline__ float operator()(float v, int group) {
-    if (exchange_) return cluster_(v, slices_);  // one row a block: group is the block
     v = row_group_sum(v, group, shared_.warp_sums[parity_]);
-    if (slices_ > 1) v = cluster_sum(v, shared_.slice_sums[parity_], slices_);
+    if (exchange_) {
+      v = cluster_.fold(v, slices_, [](float a, float b) { return a + b; });
+    } else if (slices_ > 1) {
+      v = cluster_sum(v, shared_.slice_sums[parity_], slices_);
+    }
     parity_ ^= 1;
     return v;
   }
@@ -48,7 +51,7 @@ class RowSum {
   int slices_;
   bool exchange_;
   int parity_ = 0;
-  ClusterWarpSum cluster_;
+  ClusterExchange<float> cluster_;
 };
 
 }  // namespace tigon::cuda::rms_norm
