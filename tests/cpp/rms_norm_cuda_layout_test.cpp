@@ -261,7 +261,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_EQ(t.finish_columns, 8);  // the later value wins
   EXPECT_FALSE(t.clusters);
   EXPECT_TRUE(t.bwd_prefetch);
-  EXPECT_TRUE(t.fwd_prefetch);
+  EXPECT_EQ(t.fwd_prefetch, 1);
   EXPECT_TRUE(t.cluster_exchange);
   EXPECT_EQ(t.dw_wave_sms, 132);
 }
@@ -279,7 +279,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"fwd_stages=1", "fwd_stages", "0 or 2 to 8"},
       {"clusters=2", "clusters", "0 or 1"},
       {"bwd_prefetch=2", "bwd_prefetch", "0 or 1"},
-      {"fwd_prefetch=3", "fwd_prefetch", "0 or 1"},
+      {"fwd_prefetch=3", "fwd_prefetch", "0, 1 (rows over clusters) or 2"},
       {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},

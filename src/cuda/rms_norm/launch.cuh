@@ -83,12 +83,21 @@ bool launch_persistent(void (*kernel)(Params), const RowSplit& split, std::int64
   return true;
 }
 
-// One CTA (or cluster) per block of rows, at most max_units of them; kernels loop over the rest.
-inline void launch_fwd_rows(void (*kernel)(FwdParams), const FwdParams& p, cudaStream_t stream,
-                            std::int64_t max_units = kMaxGridBlocks) {
-  const std::int64_t units = ceil_div(p.rows, rows_per_block(p.split));
-  const std::int64_t grid =
-      std::min({units, max_units, kMaxGridBlocks / p.split.slices}) * p.split.slices;
+// One CTA (or cluster) per block of rows; kernels loop if the grid had to be capped. With
+// Tuning::fwd_prefetch (1: rows over clusters, 2: all rows), a persistent grid of the CTAs (or
+// clusters) resident at once instead, each prefetching its next row block into L2.
+inline void launch_fwd_rows(void (*kernel)(FwdParams), FwdParams p, int device,
+                            cudaStream_t stream) {
+  std::int64_t units = ceil_div(p.rows, rows_per_block(p.split));
+  const int prefetch = tuning().fwd_prefetch;
+  if (prefetch == 2 || (prefetch == 1 && p.split.slices > 1)) {
+    p.prefetch = true;
+    const std::int64_t resident =
+        resident_clusters(reinterpret_cast<const void*>(kernel), dim3(p.split.block_threads), 0,
+                          p.split.slices, device);
+    units = std::min(units, std::max<std::int64_t>(resident, 1));
+  }
+  const std::int64_t grid = std::min(units, kMaxGridBlocks / p.split.slices) * p.split.slices;
   launch_kernel(kernel, grid, dim3(p.split.block_threads), 0, p.split.slices, stream, p);
 }
 
@@ -137,22 +146,11 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
       p.split = light;
       launch_fwd_rows(tuning.fwd_light_packs_per_thread == 2 ? rms_norm_fwd_kernel<Math, P, 2>
                                                              : rms_norm_fwd_kernel<Math, P, 4>,
-                      p, stream);
+                      p, device, stream);
       return;
     }
   }
-  // Rows over clusters, with fwd_prefetch: as many clusters as are resident, each prefetching
-  // its next row.
-  if (p.split.slices > 1 && tuning.fwd_prefetch) {
-    p.prefetch = true;
-    const auto kernel = rms_norm_fwd_kernel<Math, P>;
-    const std::int64_t resident =
-        resident_clusters(reinterpret_cast<const void*>(kernel), dim3(p.split.block_threads), 0,
-                          p.split.slices, device);
-    launch_fwd_rows(kernel, p, stream, std::max<std::int64_t>(resident, 1));
-    return;
-  }
-  launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, stream);
+  launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, device, stream);
 }
 
 // dx and the dW partial rows; the caller then launches the finishing kernel (dw_finish.cuh).

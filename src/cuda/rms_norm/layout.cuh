@@ -67,12 +67,13 @@ struct Tuning {
   // when one 512-thread CTA an SM (128 registers) has nothing else in flight (long rows: 32-56%
   // of the copy ceiling on an H200). Off until measured.
   bool bwd_prefetch = false;
-  // Forward rows split over clusters run on a persistent grid (the clusters resident at once)
-  // instead of one cluster launch a row, and each cluster asks L2 for its next row once the
-  // current row's loads are issued, as bwd_prefetch does (long rows: 61-63% of the copy ceiling on
-  // an H200 at bf16 H 49152 and 65536; a persistent grid alone took 1024 x 65536 from 63 to 66%
-  // there, 2026-12-05). Off until measured.
-  bool fwd_prefetch = false;
+  // The register forward runs on a persistent grid (the CTAs or clusters resident at once)
+  // instead of one launch a row block, and each CTA (cluster) asks L2 for its next row block once
+  // the current one's loads are issued, as bwd_prefetch does: 1 for rows over clusters (long rows:
+  // 61-63% of the copy ceiling on an H200 at bf16 H 49152 and 65536; a persistent grid alone took
+  // 1024 x 65536 from 63 to 66% there, and cost 2-9 points at shorter rows, 2026-12-05), 2 for
+  // every row, 0 off. Off until measured.
+  int fwd_prefetch = 0;
   // Rows over a cluster add their CTAs' sums through an mbarrier exchange (cluster_exchange.cuh:
   // each CTA pushes its sum into every CTA with st.async, each waits for its own to land) instead
   // of a cluster barrier, which compiles to a GPU-scope fence (MEMBAR.ALL.GPU: every thread waits

@@ -35,8 +35,13 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
       detail::throw_argument_error(variable, key, "0, 8, 16 or 32", std::to_string(v));
     }
     t.finish_columns = static_cast<int>(v);
+  } else if (key == "fwd_prefetch") {
+    if (v < 0 || v > 2) {
+      detail::throw_argument_error(variable, key, "0, 1 (rows over clusters) or 2 (all rows)",
+                                   std::to_string(v));
+    }
+    t.fwd_prefetch = static_cast<int>(v);
   } else if (bool* flag = key == "clusters"           ? &t.clusters
-                          : key == "fwd_prefetch"     ? &t.fwd_prefetch
                           : key == "bwd_prefetch"     ? &t.bwd_prefetch
                           : key == "cluster_exchange" ? &t.cluster_exchange
                                                       : nullptr) {
