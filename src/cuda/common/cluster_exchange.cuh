@@ -27,10 +27,11 @@ struct ClusterExchangeBuffer {
 };
 
 // Alternates between two buffers on consecutive calls. Two suffice where the CTA passes a block
-// barrier between consecutive calls (or has one warp): a CTA pushes call n + 2's value into a peer
-// only after its own call n + 1 completed, which needed the peer's call n + 1 value, which the
-// peer pushes only after that barrier, so after all its threads have read call n's buffer; for the
-// same reason a peer's call n + 2 bytes cannot land in this CTA's mbarrier phase of call n.
+// barrier between consecutive calls (or has one warp, whose __syncwarp in fold serves): a CTA
+// pushes call n + 2's value into a peer only after its own call n + 1 completed, which needed the
+// peer's call n + 1 value, which the peer pushes only after that barrier, so after all its threads
+// have read call n's buffer; for the same reason a peer's call n + 2 bytes cannot land in this
+// CTA's mbarrier phase of call n.
 template <typename T>
 class ClusterExchange {
  public:
@@ -60,6 +61,9 @@ class ClusterExchange {
   template <typename Op>
   __device__ T fold(const T& v, int ctas, Op op) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // A one-warp CTA has no block barrier between calls: this orders its reads of the buffer two
+    // calls back before this call's pushes (see the class comment).
+    __syncwarp();
     ClusterExchangeBuffer<T>& b = buffers_[parity_];
     unsigned rank;
     asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
@@ -75,6 +79,9 @@ class ClusterExchange {
       const int peer = static_cast<int>(threadIdx.x);
       push(peer_address(shared_address(&b.values[rank]), peer), v, peer_address(landed, peer));
     }
+    // The wait's default .acquire.cta semantics: the values land in this CTA's shared memory,
+    // which L1 does not cache, and .acquire.cluster would add an L1 invalidation (CCTL.IVALL)
+    // once a call, which is what this class avoids.
     const unsigned phase = (phases_ >> parity_) & 1u;
     unsigned done = 0;
     do {

@@ -46,7 +46,9 @@ inline constexpr int kMaxPortableCluster = 8;
 // bits. `v` must be the same in every thread of the CTA. `slots` is `cluster_size` Ts of shared
 // memory, alternated between two such arrays on consecutive calls (then one cluster barrier per
 // call suffices: a CTA writes a peer's array only after the next call's barrier, which the peer
-// passes only once it has read what the array held). Each CTA pushes its value into slot `rank`
+// passes only once it has read what the array held). The first call must follow a cluster
+// barrier (cluster_barrier at the kernel's start): distributed shared memory may be written only
+// once every CTA of the cluster has started. Each CTA pushes its value into slot `rank`
 // of every CTA through distributed shared memory before the barrier (the barrier's release and
 // acquire make the stores visible), so after it every CTA folds its own shared memory: no remote
 // load waits on the critical path.

@@ -31,7 +31,7 @@
 
 namespace tigon::cuda::cross_entropy {
 
-static_assert(kMaxCluster <= kMaxPortableCluster, "cluster_fold has a slot per CTA");
+static_assert(kMaxCluster <= kMaxPortableCluster, "the cluster folds have a slot per CTA");
 
 inline constexpr int kSliceThreads = 256;
 // Slices are sized so that this many CTAs fit on an SM (3 x 64 KB of the 228 KB of an H100/H200),
@@ -55,6 +55,9 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
   const int cluster = p.cluster;
   const bool exchange = p.cluster_exchange && cluster > 1;
   ClusterExchange<float4> cluster_exchange(exchange_buffers, exchange);
+  // cluster_fold writes into peers: not before every CTA of the cluster has started (the
+  // exchange's constructor has its own barrier).
+  if (cluster > 1 && !exchange) cluster_barrier();
   const std::int64_t packs = p.vocab / P;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x % cluster) * p.slice_packs;
   const std::int64_t count = first < packs ? min(p.slice_packs, packs - first) : 0;

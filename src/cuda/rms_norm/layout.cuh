@@ -245,8 +245,9 @@ inline DwGroups dw_groups_within(std::int64_t rows, std::int64_t hidden, std::in
 // alignment or the device, so the groups, and dW's bits, depend on the shape, the dtype and the
 // tuning alone.
 inline DwGroups dw_groups(std::int64_t rows, std::int64_t hidden, int x_size, const Tuning& t) {
+  if (rows <= 0 || hidden <= 0) return {};
   std::int64_t cap = dw_group_cap(hidden, t);
-  if (t.dw_wave_sms > 0 && hidden > 0) {
+  if (t.dw_wave_sms > 0) {
     const std::int64_t packs = ceil_div(hidden * x_size, 16);
     const std::int64_t wave =
         dw_wave_units(split_row(packs, bwd_policy(hidden, true, t)), t.dw_wave_sms);

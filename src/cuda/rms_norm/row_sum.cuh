@@ -25,12 +25,16 @@ static_assert(kMaxClusterSize <= kMaxPortableCluster, "the cluster sums have a s
 // both cluster paths need.
 class RowSum {
  public:
-  // Every thread of the block (and cluster) must construct it.
+  // Every thread of the block (and cluster) must construct it. Over a cluster it starts with a
+  // cluster barrier (in the exchange's constructor, or here for cluster_sum): no CTA writes to a
+  // peer's shared memory before every CTA of the cluster has started.
   __device__ RowSum(RowSumShared& shared, const RowSplit& split, bool exchange)
       : shared_(shared),
         slices_(split.slices),
         exchange_(exchange && split.slices > 1),
-        cluster_(shared.exchange, exchange_) {}
+        cluster_(shared.exchange, exchange_) {
+    if (slices_ > 1 && !exchange_) cluster_barrier();
+  }
 
   // The sum of v over the `group` threads of this thread's row slot (and with a cluster over
   // its CTAs), returned to all of them. Every thread of the block (and cluster) must call it, in
