@@ -70,7 +70,8 @@ TEST(RmsNormCudaLayout, DwGroupsCoverEveryRowOnceWithinTheBounds) {
 }
 
 TEST(RmsNormCudaLayout, DwPartialsOfLongRowsStayUnderTheByteCap) {
-  const Tuning t;
+  Tuning t;
+  t.dw_wave_sms = 0;  // the caps alone
   // H <= 4096: 512 groups, as before the cap.
   EXPECT_EQ(dw_groups(16384, 4096, 2, t).groups, 512);
   EXPECT_EQ(dw_groups(16384, 4096, 2, t).rows_per_group, 32);
@@ -104,9 +105,9 @@ TEST(RmsNormCudaLayout, DwWaveUnitsFollowTheSplit) {
   EXPECT_EQ(dw_wave_units(split_row(4096 / 8, bwd_policy(4096, true, t)), 0), 0);
 }
 
-TEST(RmsNormCudaLayout, DwGroupsFillWholeWavesWhereAsked) {
-  Tuning t;
-  t.dw_wave_sms = 132;
+TEST(RmsNormCudaLayout, DwGroupsFillWholeWavesByDefault) {
+  const Tuning t;
+  EXPECT_EQ(t.dw_wave_sms, 132);
   // 8192 x 24576 bf16: 85 groups (two waves of 66 2-CTA clusters, the second a third full)
   // become 66 of 125 rows: one wave.
   EXPECT_EQ(dw_groups(8192, 24576, 2, t).groups, 66);
@@ -119,9 +120,10 @@ TEST(RmsNormCudaLayout, DwGroupsFillWholeWavesWhereAsked) {
   EXPECT_EQ(dw_groups(16384, 6144, 2, t).groups, 261);
   // Power-of-two bf16 rows keep their groups: already within one wave. (float32 rows of 4096
   // go from 512 groups, two waves of 264 CTAs, to 261 of 63 rows, one.)
-  const Tuning defaults;
+  Tuning no_fit;
+  no_fit.dw_wave_sms = 0;
   for (std::int64_t hidden : {1024, 2048, 4096, 8192, 16384, 32768, 65536}) {
-    EXPECT_EQ(dw_groups(16384, hidden, 2, t).groups, dw_groups(16384, hidden, 2, defaults).groups)
+    EXPECT_EQ(dw_groups(16384, hidden, 2, t).groups, dw_groups(16384, hidden, 2, no_fit).groups)
         << hidden;
   }
   EXPECT_EQ(dw_groups(16384, 4096, 4, t).groups, 261);
@@ -201,10 +203,11 @@ TEST(RmsNormCudaLayout, LightForwardServesRowsUpToItsThreadLimit) {
 }
 
 TEST(RmsNormCudaLayout, TwoPassForwardOnlyForRowsWhoseResidentCopiesFitL2) {
-  const Tuning defaults;  // off until the vector two-pass kernels pass the GPU tests
-  EXPECT_FALSE(split_row(32768 / 8, fwd_policy(32768, 2, true, defaults)).two_pass);
-  Tuning t;
-  t.fwd_two_pass_max_row_bytes = 96 * 1024;
+  const Tuning t;
+  EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 96 * 1024);
+  Tuning off;
+  off.fwd_two_pass_max_row_bytes = 0;
+  EXPECT_FALSE(split_row(32768 / 8, fwd_policy(32768, 2, true, off)).two_pass);
   // bf16: 32768 and 49152 elements are 64 and 96 KB; 65536 (128 KB) go to clusters, 16384 stay
   // in registers.
   EXPECT_TRUE(split_row(32768 / 8, fwd_policy(32768, 2, true, t)).two_pass);
@@ -214,7 +217,7 @@ TEST(RmsNormCudaLayout, TwoPassForwardOnlyForRowsWhoseResidentCopiesFitL2) {
   // float32 rows of 32768 elements are 128 KB: clusters.
   EXPECT_FALSE(split_row(32768 / 4, fwd_policy(32768, 4, true, t)).two_pass);
   // Without clusters, rows past what one CTA holds in registers stream anyway.
-  EXPECT_TRUE(split_row(65536 / 8, fwd_policy(65536, 2, false, defaults)).two_pass);
+  EXPECT_TRUE(split_row(65536 / 8, fwd_policy(65536, 2, false, off)).two_pass);
 }
 
 TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {
@@ -253,8 +256,8 @@ TEST_F(RmsNormTuningFromEnvironment, UnsetGivesTheDefaults) {
 TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   const Tuning t = parse(
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
-      "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=132,"
-      "fwd_prefetch=1,cluster_exchange=1");
+      "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=0,"
+      "fwd_prefetch=1,cluster_exchange=0,dw_wave_sms=7");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
@@ -262,8 +265,8 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_FALSE(t.clusters);
   EXPECT_TRUE(t.bwd_prefetch);
   EXPECT_EQ(t.fwd_prefetch, 1);
-  EXPECT_TRUE(t.cluster_exchange);
-  EXPECT_EQ(t.dw_wave_sms, 132);
+  EXPECT_FALSE(t.cluster_exchange);
+  EXPECT_EQ(t.dw_wave_sms, 7);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {

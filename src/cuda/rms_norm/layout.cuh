@@ -49,11 +49,10 @@ struct Tuning {
   // a row hits L2 while the rows its resident CTAs read fit there (2026-12-05, % of the copy
   // ceiling, two-pass against registers or clusters): bf16 4096 x 32768 (64 KB rows) 93 / 84 on
   // an H100, 78 / 78 on an H200; 2048 x 49152 (96 KB) 71 / 61 on an H200; 1024 x 65536 (128 KB)
-  // 67 / 74 on an H100, 64 / 63 on an H200. Off (0) until the 16-byte-pack two-pass kernels have
-  // passed the GPU tests (ctest variants TwoPassForward, AllTwoPass): on sm_90 clusters took every
-  // row they would take, so no test has run them there; then 96 KB (98304).
+  // 67 / 74 on an H100, 64 / 63 on an H200: so rows of up to 96 KB. Its 16-byte-pack kernel passed
+  // the GPU tests on an H100 (ctest variants TwoPassForward, AllTwoPass; 2026-12-05 late).
   std::int64_t fwd_two_pass_min_hidden = 32768;
-  std::int64_t fwd_two_pass_max_row_bytes = 0;
+  std::int64_t fwd_two_pass_max_row_bytes = 98304;
   // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
   // from 32768 it took 4096 x 32768 from 71% to 42%: off).
   std::int64_t bwd_two_pass_min_hidden = std::int64_t{1} << 62;
@@ -64,22 +63,25 @@ struct Tuning {
   int bwd_stages = 0;
   // The register backward asks L2 for the next row block's dy and x (prefetch.global.L2) once the
   // current one's loads are issued, so memory stays busy through the row's reduction and dx,
-  // when one 512-thread CTA an SM (128 registers) has nothing else in flight (long rows: 32-56%
-  // of the copy ceiling on an H200). Off until measured.
+  // when one 512-thread CTA an SM (128 registers) has nothing else in flight. Off: on an H100
+  // (2026-12-05 late, with the cluster exchange) it gained 2-6 points of the copy ceiling on
+  // rows over clusters of 2-4 CTAs (H 24576, 49152, 65536), lost 3 at 32768 and 4-7 on rows one
+  // CTA holds (16384 x 1024 and 4096).
   bool bwd_prefetch = false;
   // The register forward runs on a persistent grid (the CTAs or clusters resident at once)
   // instead of one launch a row block, and each CTA (cluster) asks L2 for its next row block once
-  // the current one's loads are issued, as bwd_prefetch does: 1 for rows over clusters (long rows:
-  // 61-63% of the copy ceiling on an H200 at bf16 H 49152 and 65536; a persistent grid alone took
-  // 1024 x 65536 from 63 to 66% there, and cost 2-9 points at shorter rows, 2026-12-05), 2 for
-  // every row, 0 off. Off until measured.
+  // the current one's loads are issued, as bwd_prefetch does: 1 for rows over clusters, 2 for
+  // every row, 0 off. Off: on an H100 (2026-12-05 late) 1 cost the forward 2-4 points of the copy
+  // ceiling at bf16 H 49152 and 65536, and 2 cost 10-24 points at H 4096-32768.
   int fwd_prefetch = 0;
   // Rows over a cluster add their CTAs' sums through an mbarrier exchange (cluster_exchange.cuh:
   // each CTA pushes its sum into every CTA with st.async, each waits for its own to land) instead
   // of a cluster barrier, which compiles to a GPU-scope fence (MEMBAR.ALL.GPU: every thread waits
-  // for its previous row's stores) and an L1 invalidation, once a row. Same sums, same bits. Off
-  // until it has passed the GPU tests and been measured.
-  bool cluster_exchange = false;
+  // for its previous row's stores) and an L1 invalidation, once a row. Same sums, same bits. On
+  // an H100 (2026-12-05 late) the backward went from 51 to 58% of the copy ceiling at 8192 x
+  // 24576, 76 to 83% at 4096 x 32768, 48 to 54% at 2048 x 49152 and 49 to 55% at 1024 x 65536,
+  // the forward at 1024 x 65536 from 65 to 68%; rows without a cluster do not use it.
+  bool cluster_exchange = true;
   // dW partial rows: at most max_dw_groups of them, and no more than max_dw_partial_bytes of
   // partials unless that leaves fewer than min_dw_groups; each group over at least
   // min_rows_per_dw_group rows and min_elements_per_dw_group elements. The partials are written
@@ -93,12 +95,14 @@ struct Tuning {
   // Round the number of dW groups down to whole waves of the register backward on a GPU of this
   // many SMs (0: off), where a wave is known from the row split alone (dw_wave_units). Each group
   // is one CTA (or cluster) working through its rows in order, so 85 groups of 2-CTA clusters on
-  // 132 SMs (bf16 8192 x 24576) run in two waves, the second a third full: 66 groups of more rows
+  // 132 SMs (bf16 8192 x 24576) ran in two waves, the second a third full: 66 groups of more rows
   // take one. A constant rather than the device's count, so that dW keeps the same bits on every
-  // GPU. It changes no power-of-two row length at the defaults (their group counts are already
-  // within a wave's), only rows such as 4608, 5120, 6144, 12288, 20480 and 24576 elements. Off
-  // until measured; 132 (H100 and H200 SXM) is the candidate.
-  int dw_wave_sms = 0;
+  // GPU. It changes no power-of-two bf16 row length at the defaults (their group counts are
+  // already within a wave's), only rows such as 4608, 5120, 6144, 12288, 20480 and 24576
+  // elements. On an H100 (132 SMs, 2026-12-05 late) it took the backward from 64 to 87% of the copy
+  // ceiling at 16384 x 5120, 66 to 85% at 16384 x 6144 and 51 to 73% at 8192 x 24576, and left
+  // every other swept shape within a point.
+  int dw_wave_sms = 132;
   // Columns a CTA of the dW finishing kernel adds (8, 16 or 32; dw_finish.cuh), or 0: 8 for
   // rows of up to 2048 elements, else 32. Fewer give short rows more CTAs (H 1024: 32 CTAs at 32
   // columns), at the price of shorter memory segments: on an H200, 8 took the 4096x1024 backward
