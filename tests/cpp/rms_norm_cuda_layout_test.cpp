@@ -263,7 +263,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
   EXPECT_EQ(t.finish_columns, 8);  // the later value wins
   EXPECT_FALSE(t.clusters);
-  EXPECT_TRUE(t.bwd_prefetch);
+  EXPECT_EQ(t.bwd_prefetch, 1);
   EXPECT_EQ(t.fwd_prefetch, 1);
   EXPECT_FALSE(t.cluster_exchange);
   EXPECT_EQ(t.dw_wave_sms, 7);
@@ -281,7 +281,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"finish_columns=12", "finish_columns", "0, 8, 16 or 32"},
       {"fwd_stages=1", "fwd_stages", "0 or 2 to 8"},
       {"clusters=2", "clusters", "0 or 1"},
-      {"bwd_prefetch=2", "bwd_prefetch", "0 or 1"},
+      {"bwd_prefetch=3", "bwd_prefetch", "0, 1 (all rows) or 2"},
       {"fwd_prefetch=3", "fwd_prefetch", "0, 1 (rows over clusters) or 2"},
       {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},

@@ -171,9 +171,10 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
   p.hidden = a.hidden;
   p.offset = a.params.offset;
   p.groups = dw_groups(a.rows, a.hidden, static_cast<int>(sizeof(typename T::X)), tuning());
-  p.prefetch = tuning().bwd_prefetch;
+
   p.cluster_exchange = tuning().cluster_exchange;
   p.split = split_row(a.hidden / P, bwd_policy(a.hidden, clusters, tuning()));
+  p.prefetch = tuning().bwd_prefetch == 1 || (tuning().bwd_prefetch == 2 && p.split.slices > 1);
   // One CTA (or cluster) per dW group: which rows a group sums never depends on the grid.
   if (p.split.two_pass) {
     launch_kernel(rms_norm_bwd_two_pass_kernel<Math, P>, p.groups.groups, dim3(kTwoPassThreads), 0,

@@ -66,8 +66,8 @@ struct Tuning {
   // when one 512-thread CTA an SM (128 registers) has nothing else in flight. Off: on an H100
   // (2026-12-05 late, with the cluster exchange) it gained 2-6 points of the copy ceiling on
   // rows over clusters of 2-4 CTAs (H 24576, 49152, 65536), lost 3 at 32768 and 4-7 on rows one
-  // CTA holds (16384 x 1024 and 4096).
-  bool bwd_prefetch = false;
+  // CTA holds (16384 x 1024 and 4096). 2: rows over clusters only.
+  int bwd_prefetch = 0;
   // The register forward runs on a persistent grid (the CTAs or clusters resident at once)
   // instead of one launch a row block, and each CTA (cluster) asks L2 for its next row block once
   // the current one's loads are issued, as bwd_prefetch does: 1 for rows over clusters, 2 for

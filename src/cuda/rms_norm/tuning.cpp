@@ -41,8 +41,13 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
                                    std::to_string(v));
     }
     t.fwd_prefetch = static_cast<int>(v);
+  } else if (key == "bwd_prefetch") {
+    if (v < 0 || v > 2) {
+      detail::throw_argument_error(variable, key, "0, 1 (all rows) or 2 (rows over clusters)",
+                                   std::to_string(v));
+    }
+    t.bwd_prefetch = static_cast<int>(v);
   } else if (bool* flag = key == "clusters"           ? &t.clusters
-                          : key == "bwd_prefetch"     ? &t.bwd_prefetch
                           : key == "cluster_exchange" ? &t.cluster_exchange
                                                       : nullptr) {
     if (v != 0 && v != 1) {
