@@ -156,6 +156,7 @@ TEST(RmsNormCudaLayout, RowSplitsHoldEveryPack) {
   spread.fwd_min_row_threads = 128;
   spread.bwd_min_row_threads = 256;
   spread.cluster_slice_threads = 256;
+  spread.fwd_cluster_slice_threads = 64;
   for (const Tuning& t : {defaults, spread}) {
     for (bool clusters : {true, false}) {
       for (std::int64_t hidden : kHidden) {
@@ -218,6 +219,19 @@ TEST(RmsNormCudaLayout, TwoPassForwardOnlyForRowsWhoseResidentCopiesFitL2) {
   EXPECT_FALSE(split_row(32768 / 4, fwd_policy(32768, 4, true, t)).two_pass);
   // Without clusters, rows past what one CTA holds in registers stream anyway.
   EXPECT_TRUE(split_row(65536 / 8, fwd_policy(65536, 2, false, off)).two_pass);
+}
+
+TEST(RmsNormCudaLayout, ForwardClusterSlicesCanBeSmallerThanTheClusterThreshold) {
+  Tuning t;
+  t.fwd_cluster_slice_threads = 256;
+  // bf16 65536 (1024 threads at 8 packs): 4 slices of 256 instead of 2 of 512; rows one CTA holds
+  // (16384: 256 threads; 24576: 384) keep one CTA.
+  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, t)).slices, 4);
+  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, Tuning{})).slices, 2);
+  EXPECT_EQ(split_row(16384 / 8, fwd_policy(16384, 2, true, t)).slices, 1);
+  EXPECT_EQ(split_row(24576 / 8, fwd_policy(24576, 2, true, t)).slices, 1);
+  // The backward keeps cluster_slice_threads.
+  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, t)).slices, 4);
 }
 
 TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {
@@ -283,6 +297,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"clusters=2", "clusters", "0 or 1"},
       {"bwd_prefetch=3", "bwd_prefetch", "0, 1 (all rows) or 2"},
       {"fwd_prefetch=3", "fwd_prefetch", "0, 1 (rows over clusters) or 2"},
+      {"fwd_cluster_slice_threads=16", "fwd_cluster_slice_threads", "0 or 32 to 512"},
       {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},

@@ -31,7 +31,13 @@ struct Tuning {
   int fwd_block_threads = 128;      // rows share a forward block up to this many threads
   int bwd_block_threads = 128;      // same for the backward
   int cluster_slice_threads = 512;  // past this many threads a row, split it over a cluster
-  bool clusters = true;             // use sm_90 clusters where the device has them
+  // A forward row split over a cluster takes slices of at most this many threads (0:
+  // cluster_slice_threads): smaller CTAs, two an SM. On an H100 (2026-12-05 late, as part of
+  // cluster_slice_threads=256) 256 took the forward from 65 to 74% of the copy ceiling at bf16
+  // 1024 x 65536 and 70 to 75% at 2048 x 49152 (a two-pass row by default now). Off until
+  // measured alone.
+  int fwd_cluster_slice_threads = 0;
+  bool clusters = true;  // use sm_90 clusters where the device has them
   // The light forward kernel (fwd_light_packs_per_thread packs a thread, 4 or 2, the weight
   // loaded before the reduction) for rows one CTA holds that way with at most this many threads
   // (0: never), on the 16-byte vector path of 16-bit x: more, lighter CTAs. With 4 packs (bf16
@@ -159,20 +165,25 @@ struct SplitPolicy {
   int cluster_slice_threads = 256;  // 0: no clusters
   bool two_pass = false;            // stream the row (two-pass kernels) whatever its length
   int min_row_threads = 1;          // at least this many threads a row, where it has the packs
+  int clustered_slice_threads = 0;  // slices of a row over a cluster (0: cluster_slice_threads)
 };
 
 // Spreads `packs` packs per row over threads holding packs_per_thread packs each; rows longer than
-// cluster_slice_threads threads are split over a cluster where clusters are available, and rows
-// still too long for registers are streamed by the two-pass kernels.
+// cluster_slice_threads threads are split over a cluster where clusters are available (in slices of
+// at most clustered_slice_threads threads, if set), and rows still too long for registers are
+// streamed by the two-pass kernels.
 inline RowSplit split_row(std::int64_t packs, const SplitPolicy& policy) {
   RowSplit split;
   split.packs = packs;
   const std::int64_t threads = std::max(ceil_div(packs, policy.packs_per_thread),
                                         std::min<std::int64_t>(policy.min_row_threads, packs));
   int slices = 1;
-  if (policy.cluster_slice_threads > 0) {
-    while (slices < kMaxClusterSize && ceil_div(threads, slices) > policy.cluster_slice_threads)
-      slices *= 2;
+  if (policy.cluster_slice_threads > 0 && threads > policy.cluster_slice_threads) {
+    const int slice_threads =
+        policy.clustered_slice_threads > 0
+            ? std::min(policy.clustered_slice_threads, policy.cluster_slice_threads)
+            : policy.cluster_slice_threads;
+    while (slices < kMaxClusterSize && ceil_div(threads, slices) > slice_threads) slices *= 2;
   }
   const std::int64_t slice_packs = ceil_div(packs, slices);
   const std::int64_t slice_threads = ceil_div(threads, slices);
@@ -201,9 +212,12 @@ inline bool fwd_two_pass(std::int64_t hidden, int x_size, const Tuning& t) {
 
 inline SplitPolicy fwd_policy(std::int64_t hidden, int x_size, bool clusters, const Tuning& t,
                               int packs_per_thread = kFwdPacksPerThread) {
-  return {packs_per_thread, t.fwd_block_threads,
-          clusters && t.clusters ? t.cluster_slice_threads : 0, fwd_two_pass(hidden, x_size, t),
-          t.fwd_min_row_threads};
+  return {packs_per_thread,
+          t.fwd_block_threads,
+          clusters && t.clusters ? t.cluster_slice_threads : 0,
+          fwd_two_pass(hidden, x_size, t),
+          t.fwd_min_row_threads,
+          t.fwd_cluster_slice_threads};
 }
 
 inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& t) {

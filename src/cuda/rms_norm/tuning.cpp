@@ -21,6 +21,11 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
     t.bwd_block_threads = static_cast<int>(v);
   } else if (key == "cluster_slice_threads") {
     t.cluster_slice_threads = static_cast<int>(v);
+  } else if (key == "fwd_cluster_slice_threads") {
+    if (v != 0 && (v < 32 || v > kMaxRowThreads)) {
+      detail::throw_argument_error(variable, key, "0 or 32 to 512", std::to_string(v));
+    }
+    t.fwd_cluster_slice_threads = static_cast<int>(v);
   } else if (key == "fwd_min_row_threads") {
     t.fwd_min_row_threads = static_cast<int>(v);
   } else if (key == "bwd_min_row_threads") {
