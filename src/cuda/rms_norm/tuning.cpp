@@ -15,6 +15,10 @@ namespace {
 constexpr std::string_view kVariable = "TIGON_RMS_NORM_TUNING";
 
 void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_t v) {
+  // Throws an Error naming the key, what it takes and the value given, unless `ok`.
+  const auto require = [&](bool ok, std::string_view expected) {
+    if (!ok) detail::throw_argument_error(variable, key, expected, std::to_string(v));
+  };
   if (key == "fwd_block_threads") {
     t.fwd_block_threads = static_cast<int>(v);
   } else if (key == "bwd_block_threads") {
@@ -22,9 +26,7 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
   } else if (key == "cluster_slice_threads") {
     t.cluster_slice_threads = static_cast<int>(v);
   } else if (key == "fwd_cluster_slice_threads") {
-    if (v != 0 && (v < 32 || v > kMaxRowThreads)) {
-      detail::throw_argument_error(variable, key, "0 or 32 to 512", std::to_string(v));
-    }
+    require(v == 0 || (v >= 32 && v <= kMaxRowThreads), "0 or 32 to 512");
     t.fwd_cluster_slice_threads = static_cast<int>(v);
   } else if (key == "fwd_min_row_threads") {
     t.fwd_min_row_threads = static_cast<int>(v);
@@ -33,32 +35,20 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
   } else if (key == "fwd_light_max_row_threads") {
     t.fwd_light_max_row_threads = static_cast<int>(v);
   } else if (key == "fwd_light_packs_per_thread") {
-    if (v != 2 && v != 4) detail::throw_argument_error(variable, key, "2 or 4", std::to_string(v));
+    require(v == 2 || v == 4, "2 or 4");
     t.fwd_light_packs_per_thread = static_cast<int>(v);
   } else if (key == "finish_columns") {
-    if (v != 0 && v != 8 && v != 16 && v != 32) {
-      detail::throw_argument_error(variable, key, "0, 8, 16 or 32", std::to_string(v));
-    }
+    require(v == 0 || v == 8 || v == 16 || v == 32, "0, 8, 16 or 32");
     t.finish_columns = static_cast<int>(v);
   } else if (key == "fwd_prefetch") {
-    if (v < 0 || v > 2) {
-      detail::throw_argument_error(variable, key, "0, 1 (rows over clusters) or 2 (all rows)",
-                                   std::to_string(v));
-    }
+    require(v >= 0 && v <= 2, "0, 1 (rows over clusters) or 2 (all rows)");
     t.fwd_prefetch = static_cast<int>(v);
   } else if (key == "bwd_prefetch") {
-    if (v < 0 || v > 2) {
-      detail::throw_argument_error(variable, key, "0, 1 (all rows) or 2 (rows over clusters)",
-                                   std::to_string(v));
-    }
+    require(v >= 0 && v <= 2, "0, 1 (all rows) or 2 (rows over clusters)");
     t.bwd_prefetch = static_cast<int>(v);
-  } else if (bool* flag = key == "clusters"           ? &t.clusters
-                          : key == "cluster_exchange" ? &t.cluster_exchange
-                                                      : nullptr) {
-    if (v != 0 && v != 1) {
-      detail::throw_argument_error(variable, key, "0 or 1", std::to_string(v));
-    }
-    *flag = v == 1;
+  } else if (key == "clusters" || key == "cluster_exchange") {
+    require(v == 0 || v == 1, "0 or 1");
+    (key == "clusters" ? t.clusters : t.cluster_exchange) = v == 1;
   } else if (key == "fwd_two_pass_min_hidden") {
     t.fwd_two_pass_min_hidden = v;
   } else if (key == "fwd_two_pass_max_row_bytes") {
@@ -73,29 +63,22 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
     t.min_dw_groups = v;
   } else if (key == "min_rows_per_dw_group") {
     t.min_rows_per_dw_group = v;
-  } else if (key == "dw_wave_sms") {
-    if (v < 0 || v > 4096) {
-      detail::throw_argument_error(variable, key, "0 (off) or a number of SMs up to 4096",
-                                   std::to_string(v));
-    }
-    t.dw_wave_sms = static_cast<int>(v);
   } else if (key == "min_elements_per_dw_group") {
     t.min_elements_per_dw_group = v;
+  } else if (key == "dw_wave_sms") {
+    require(v >= 0 && v <= 4096, "0 (off) or a number of SMs up to 4096");
+    t.dw_wave_sms = static_cast<int>(v);
   } else if (key == "fwd_stages" || key == "bwd_stages") {
-    if (v != 0 && (v < 2 || v > 8)) {
-      detail::throw_argument_error(variable, key, "0 or 2 to 8", std::to_string(v));
-    }
+    require(v == 0 || (v >= 2 && v <= 8), "0 or 2 to 8");
     (key == "fwd_stages" ? t.fwd_stages : t.bwd_stages) = static_cast<int>(v);
   } else {
     detail::throw_argument_error(variable, key, "a key of struct Tuning (layout.cuh)",
                                  "an unknown key");
   }
-  if (t.fwd_block_threads < 1 || t.bwd_block_threads < 1 || t.cluster_slice_threads < 32 ||
-      t.fwd_min_row_threads < 1 || t.bwd_min_row_threads < 1 || t.max_dw_groups < 1 ||
-      t.max_dw_partial_bytes < 0 || t.min_dw_groups < 1 || t.min_rows_per_dw_group < 1) {
-    detail::throw_argument_error(variable, key, "a value that keeps every count positive",
-                                 std::to_string(v));
-  }
+  require(t.fwd_block_threads >= 1 && t.bwd_block_threads >= 1 && t.cluster_slice_threads >= 32 &&
+              t.fwd_min_row_threads >= 1 && t.bwd_min_row_threads >= 1 && t.max_dw_groups >= 1 &&
+              t.max_dw_partial_bytes >= 0 && t.min_dw_groups >= 1 && t.min_rows_per_dw_group >= 1,
+          "a value that keeps every count positive");
 }
 
 }  // namespace
