@@ -408,66 +408,6 @@ std::vector<Case> slice_cases() {
 INSTANTIATE_TEST_SUITE_P(Slices, CrossEntropyCuda, ::testing::ValuesIn(slice_cases()),
                          [](const auto& info) { return info.param.name; });
 
-// The planner itself (host only: runs without a device). Packs are 16 bytes.
-TEST(CrossEntropySlicePlan, ClusterSizesAndThresholds) {
-  using tigon::cuda::cross_entropy::slice_plan;
-  struct Want {
-    std::int64_t packs;
-    int max_cluster, cluster;
-    std::int64_t slice_packs;
-  };
-  const Want wants[] = {
-      {1, 8, 1, 1},        {4096, 8, 1, 4096},  // bf16 V = 32768: 64 KB, one CTA
-      {4097, 8, 2, 2049},                       // just over
-      {8192, 8, 2, 4096},                       // bf16 V = 65536
-      {8193, 8, 4, 2049},                       //
-      {16032, 8, 4, 4008},                      // bf16 V = 128256: 62.6 KB slices
-      {32064, 8, 8, 4008},                      // fp32 V = 128256
-      {32000, 8, 8, 4000},                      // bf16 V = 256000: 62.5 KB
-      {51200, 8, 8, 6400},                      // fp32 V = 204800: 100 KB slices, two CTAs per SM
-      {51201, 8, 0, 0},                         // past 100 KB: the row kernel
-      {16032, 1, 0, 0},                         // no clusters: only rows that fit one CTA
-      {6400, 1, 1, 6400},                       // 100 KB, one CTA
-      {16032, 2, 0, 0},                         //
-      {16032, 4, 4, 4008},                      //
-  };
-  for (const Want& w : wants) {
-    const auto plan = slice_plan(w.packs, w.max_cluster);
-    EXPECT_EQ(plan.cluster, w.cluster) << w.packs << " packs, max cluster " << w.max_cluster;
-    EXPECT_EQ(plan.slice_packs, w.slice_packs) << w.packs << " packs";
-    if (plan.cluster > 0) {
-      EXPECT_GE(plan.slice_packs * plan.cluster, w.packs);
-      EXPECT_LT((plan.cluster - 1) * plan.slice_packs, w.packs);  // the last CTA has packs too
-    }
-  }
-}
-
-// Two stages (rows per CTA): half the slice per stage, else one stage.
-TEST(CrossEntropySlicePlan, TwoStages) {
-  using tigon::cuda::cross_entropy::slice_plan;
-  struct Want {
-    std::int64_t packs;
-    int cluster;
-    std::int64_t slice_packs;
-    int stages;
-  };
-  const Want wants[] = {
-      {2048, 1, 2048, 2},   // bf16 V = 16384: 2 x 32 KB on one CTA
-      {2049, 2, 1025, 2},   //
-      {16032, 8, 2004, 2},  // bf16 V = 128256: 2 x 31.3 KB on eight CTAs
-      {16385, 8, 2049, 1},  // past 8 x 32 KB: one stage
-      {32000, 8, 4000, 1},  // bf16 V = 256000
-      {51201, 0, 0, 1},     // the row kernel
-  };
-  for (const Want& w : wants) {
-    const auto plan = slice_plan(w.packs, 8, tigon::cuda::cross_entropy::kSliceBytes, 2);
-    EXPECT_EQ(plan.cluster, w.cluster) << w.packs << " packs";
-    EXPECT_EQ(plan.slice_packs, w.slice_packs) << w.packs << " packs";
-    if (plan.cluster > 0) EXPECT_EQ(plan.stages, w.stages) << w.packs << " packs";
-    EXPECT_LE(plan.smem_bytes(), tigon::cuda::cross_entropy::kMaxSliceBytes);
-  }
-}
-
 // A NaN logit makes its row's loss NaN on both backends, also where it follows only -inf logits
 // (the online max is still -inf when it arrives), in the row kernel and in the slice kernel.
 TEST(CrossEntropyCudaEdge, NanAfterNegativeInfinityGivesNan) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "ops/cross_entropy_args.h"
 
@@ -79,6 +80,8 @@ struct SliceTuning {
   bool cluster_exchange = false;
 };
 const SliceTuning& slice_tuning();
+// The same parse of any variable (tests read one of their own: slice_tuning() reads once).
+SliceTuning slice_tuning_from_environment(std::string_view variable);
 
 // The plan for the forward rows of `a` on `device`: cluster 0 unless the rows are 16-byte
 // vectorizable (V, strides and pointers) and fit in at most row_kernel_above_cluster CTAs;

@@ -13,9 +13,9 @@ namespace {
 
 constexpr std::string_view kVariable = "TIGON_CROSS_ENTROPY_TUNING";
 
-void set(SliceTuning& t, std::string_view key, std::int64_t v) {
+void set(std::string_view variable, SliceTuning& t, std::string_view key, std::int64_t v) {
   const auto reject = [&](std::string_view expected) {
-    detail::throw_argument_error(kVariable, key, expected, std::to_string(v));
+    detail::throw_argument_error(variable, key, expected, std::to_string(v));
   };
   if (key == "slices") {
     t.slices = v != 0;
@@ -36,7 +36,7 @@ void set(SliceTuning& t, std::string_view key, std::int64_t v) {
     if (v != 0 && v != 1) reject("0 or 1");
     *flag = v != 0;
   } else {
-    detail::throw_argument_error(kVariable, key,
+    detail::throw_argument_error(variable, key,
                                  "slices, max_cluster, row_above, slice_kb, stages, l2_hints, "
                                  "reverse, dependent or cluster_exchange",
                                  "an unknown key");
@@ -45,8 +45,15 @@ void set(SliceTuning& t, std::string_view key, std::int64_t v) {
 
 }  // namespace
 
+SliceTuning slice_tuning_from_environment(std::string_view variable) {
+  return detail::options_from_environment<SliceTuning>(
+      variable, [variable](SliceTuning& t, std::string_view key, std::int64_t v) {
+        set(variable, t, key, v);
+      });
+}
+
 const SliceTuning& slice_tuning() {
-  static const SliceTuning t = detail::options_from_environment<SliceTuning>(kVariable, set);
+  static const SliceTuning t = slice_tuning_from_environment(kVariable);
   return t;
 }
 
