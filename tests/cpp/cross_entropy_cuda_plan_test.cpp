@@ -3,14 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "cuda/cross_entropy/slice_plan.h"
 #include "test_support.h"
 
 namespace {
 
-using namespace tigon::cuda::cross_entropy;  // NOLINT(google-build-using-namespace): the unit under test
+// NOLINTNEXTLINE(google-build-using-namespace): the unit under test
+using namespace tigon::cuda::cross_entropy;
 
 // Packs are 16 bytes.
 TEST(CrossEntropySlicePlan, ClusterSizesAndThresholds) {
@@ -70,21 +70,12 @@ TEST(CrossEntropySlicePlan, TwoStages) {
   }
 }
 
-// TIGON_CROSS_ENTROPY_TUNING's parser, through a variable of the test's own (slice_tuning() reads
-// the real one once per process).
-class CrossEntropyTuningFromEnvironment : public ::testing::Test {
- protected:
-  static constexpr const char* kVariable = "TIGON_TEST_CROSS_ENTROPY_TUNING";
-  static SliceTuning parse(const char* value) {
-    setenv(kVariable, value, 1);
-    return slice_tuning_from_environment(kVariable);
-  }
-  void TearDown() override { unsetenv(kVariable); }
-};
+// TIGON_CROSS_ENTROPY_TUNING's parser (slice_tuning() reads the real variable once per process).
+using CrossEntropyTuningFromEnvironment =
+    tigon::testing::OptionsVariableTest<SliceTuning, slice_tuning_from_environment>;
 
 TEST_F(CrossEntropyTuningFromEnvironment, UnsetGivesTheDefaults) {
-  unsetenv(kVariable);
-  const SliceTuning t = slice_tuning_from_environment(kVariable);
+  const SliceTuning t = unset();
   EXPECT_TRUE(t.slices);
   EXPECT_EQ(t.max_cluster, kMaxCluster);
   EXPECT_EQ(t.row_kernel_above_cluster, kRowKernelAboveCluster);
@@ -111,13 +102,7 @@ TEST_F(CrossEntropyTuningFromEnvironment, KeysApplyInOrder) {
 }
 
 TEST_F(CrossEntropyTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
-  using tigon::ErrorCode;
-  using tigon::testing::expect_error;
-  const struct {
-    const char* value;
-    const char* key;
-    const char* expected;
-  } cases[] = {
+  expect_rejected({
       {"max_cluster=3", "max_cluster", "1, 2, 4 or 8"},
       {"row_above=16", "row_above", "1, 2, 4 or 8"},
       {"slice_kb=0", "slice_kb", "1 to 100"},
@@ -127,12 +112,7 @@ TEST_F(CrossEntropyTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
       {"clusters=1", "clusters", "an unknown key"},
       {"stages", "stages", "key=value"},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.value);
-    expect_error([&] { parse(c.value); }, ErrorCode::kInvalidArgument, c.key, c.expected,
-                 kVariable);
-  }
+  });
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <vector>
 
 #include "cuda/rms_norm/layout.cuh"
@@ -245,21 +244,12 @@ TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {
   EXPECT_EQ(finish_columns(65536, fixed), 16);
 }
 
-// TIGON_RMS_NORM_TUNING's parser, through a variable of the test's own (tuning() reads the real
-// one once per process).
-class RmsNormTuningFromEnvironment : public ::testing::Test {
- protected:
-  static constexpr const char* kVariable = "TIGON_TEST_RMS_NORM_TUNING";
-  static Tuning parse(const char* value) {
-    setenv(kVariable, value, 1);
-    return tuning_from_environment(kVariable);
-  }
-  void TearDown() override { unsetenv(kVariable); }
-};
+// TIGON_RMS_NORM_TUNING's parser (tuning() reads the real variable once per process).
+using RmsNormTuningFromEnvironment =
+    tigon::testing::OptionsVariableTest<Tuning, tuning_from_environment>;
 
 TEST_F(RmsNormTuningFromEnvironment, UnsetGivesTheDefaults) {
-  unsetenv(kVariable);
-  const Tuning t = tuning_from_environment(kVariable);
+  const Tuning t = unset();
   const Tuning defaults;
   EXPECT_EQ(t.fwd_light_max_row_threads, defaults.fwd_light_max_row_threads);
   EXPECT_EQ(t.fwd_light_packs_per_thread, defaults.fwd_light_packs_per_thread);
@@ -284,13 +274,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
-  using tigon::ErrorCode;
-  using tigon::testing::expect_error;
-  const struct {
-    const char* value;
-    const char* key;
-    const char* expected;
-  } cases[] = {
+  expect_rejected({
       {"fwd_light_packs_per_thread=3", "fwd_light_packs_per_thread", "2 or 4"},
       {"finish_columns=12", "finish_columns", "0, 8, 16 or 32"},
       {"fwd_stages=1", "fwd_stages", "0 or 2 to 8"},
@@ -305,12 +289,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"fwd_block_threads=0", "fwd_block_threads", "keeps every count positive"},
       {"fwd_light=1", "fwd_light", "a key of struct Tuning"},
       {"finish_columns", "finish_columns", "key=value"},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.value);
-    expect_error([&] { parse(c.value); }, ErrorCode::kInvalidArgument, c.key, c.expected,
-                 kVariable);
-  }
+  });
 }
 
 }  // namespace
