@@ -229,8 +229,16 @@ TEST(RmsNormCudaLayout, ForwardClusterSlicesCanBeSmallerThanTheClusterThreshold)
   EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, Tuning{})).slices, 2);
   EXPECT_EQ(split_row(16384 / 8, fwd_policy(16384, 2, true, t)).slices, 1);
   EXPECT_EQ(split_row(24576 / 8, fwd_policy(24576, 2, true, t)).slices, 1);
-  // The backward keeps cluster_slice_threads.
+  // The backward keeps cluster_slice_threads (bf16 65536 at 4 packs: 2048 threads)...
   EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, t)).slices, 4);
+  // ... unless bwd_cluster_slice_threads sets its own.
+  Tuning bwd;
+  bwd.bwd_cluster_slice_threads = 256;
+  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, bwd)).slices, 8);
+  EXPECT_EQ(split_row(49152 / 8, bwd_policy(49152, true, bwd)).slices, 8);
+  EXPECT_EQ(split_row(32768 / 8, bwd_policy(32768, true, bwd)).slices, 4);
+  EXPECT_EQ(split_row(16384 / 8, bwd_policy(16384, true, bwd)).slices, 1);
+  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, bwd)).slices, 2);
 }
 
 TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {
@@ -282,6 +290,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"bwd_prefetch=3", "bwd_prefetch", "0, 1 (all rows) or 2"},
       {"fwd_prefetch=3", "fwd_prefetch", "0, 1 (rows over clusters) or 2"},
       {"fwd_cluster_slice_threads=16", "fwd_cluster_slice_threads", "0 or 32 to 512"},
+      {"bwd_cluster_slice_threads=1024", "bwd_cluster_slice_threads", "0 or 32 to 512"},
       {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},

@@ -37,6 +37,11 @@ struct Tuning {
   // 1024 x 65536 and 70 to 75% at 2048 x 49152 (a two-pass row by default now). Off until
   // measured alone.
   int fwd_cluster_slice_threads = 0;
+  // The same for backward rows over a cluster. Its 512-thread CTAs (128 registers a thread) fill
+  // an SM alone, so memory idles while a CTA reduces its row; 256-thread slices put two on an SM
+  // (an H100 sweep with cluster_slice_threads=256 took 1024 x 65536 from 55 to 62%, but 4096 x
+  // 32768, whose rows it moved from 2- to 4-CTA clusters, from 83 to 59%). Off until measured.
+  int bwd_cluster_slice_threads = 0;
   bool clusters = true;  // use sm_90 clusters where the device has them
   // The light forward kernel (fwd_light_packs_per_thread packs a thread, 4 or 2, the weight
   // loaded before the reduction) for rows one CTA holds that way with at most this many threads
@@ -221,9 +226,12 @@ inline SplitPolicy fwd_policy(std::int64_t hidden, int x_size, bool clusters, co
 }
 
 inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& t) {
-  return {kBwdPacksPerThread, t.bwd_block_threads,
-          clusters && t.clusters ? t.cluster_slice_threads : 0, hidden >= t.bwd_two_pass_min_hidden,
-          t.bwd_min_row_threads};
+  return {kBwdPacksPerThread,
+          t.bwd_block_threads,
+          clusters && t.clusters ? t.cluster_slice_threads : 0,
+          hidden >= t.bwd_two_pass_min_hidden,
+          t.bwd_min_row_threads,
+          t.bwd_cluster_slice_threads};
 }
 
 // 128 registers a thread, the register backward's launch bound and what its 16-byte kernels with a

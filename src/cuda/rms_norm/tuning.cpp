@@ -25,9 +25,10 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
     t.bwd_block_threads = static_cast<int>(v);
   } else if (key == "cluster_slice_threads") {
     t.cluster_slice_threads = static_cast<int>(v);
-  } else if (key == "fwd_cluster_slice_threads") {
+  } else if (key == "fwd_cluster_slice_threads" || key == "bwd_cluster_slice_threads") {
     require(v == 0 || (v >= 32 && v <= kMaxRowThreads), "0 or 32 to 512");
-    t.fwd_cluster_slice_threads = static_cast<int>(v);
+    (key == "fwd_cluster_slice_threads" ? t.fwd_cluster_slice_threads
+                                        : t.bwd_cluster_slice_threads) = static_cast<int>(v);
   } else if (key == "fwd_min_row_threads") {
     t.fwd_min_row_threads = static_cast<int>(v);
   } else if (key == "bwd_min_row_threads") {
