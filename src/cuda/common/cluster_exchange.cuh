@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/mbarrier.cuh"
 #include "cuda/common/reduce.cuh"
 
 namespace tigon::cuda {
@@ -43,11 +44,7 @@ class ClusterExchange {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (!active) return;
     if (threadIdx.x == 0) {
-      for (ClusterExchangeBuffer<T>& b : buffers) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&b.landed))
-                     : "memory");
-      }
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      for (ClusterExchangeBuffer<T>& b : buffers) mbarrier_init(&b.landed, 1);
     }
     cluster_barrier();
 #else
@@ -71,27 +68,14 @@ class ClusterExchange {
     if (threadIdx.x == 0) {
       // The phase completes once this arrival is in and ctas values have landed (bytes that land
       // first take the phase's transaction count below zero until then).
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(landed),
-                   "r"(static_cast<unsigned>(ctas * sizeof(T)))
-                   : "memory");
+      mbarrier_arrive_expect_tx(landed, static_cast<unsigned>(ctas * sizeof(T)));
     }
     if (static_cast<int>(threadIdx.x) < ctas) {  // thread c pushes this CTA's value to CTA c
       const int peer = static_cast<int>(threadIdx.x);
       push(peer_address(shared_address(&b.values[rank]), peer), v, peer_address(landed, peer));
     }
-    // The wait's default .acquire.cta semantics: the values land in this CTA's shared memory,
-    // which L1 does not cache, and .acquire.cluster would add an L1 invalidation (CCTL.IVALL)
-    // once a call, which is what this class avoids.
-    const unsigned phase = (phases_ >> parity_) & 1u;
-    unsigned done = 0;
-    do {
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-          "selp.u32 %0, 1, 0, p;\n}"
-          : "=r"(done)
-          : "r"(landed), "r"(phase)
-          : "memory");
-    } while (done == 0);
+    // .acquire.cta (mbarrier.cuh): no L1 invalidation once a call, which this class avoids.
+    mbarrier_wait(landed, (phases_ >> parity_) & 1u);
     phases_ ^= 1u << parity_;
     parity_ ^= 1;
     T total = b.values[0];
@@ -106,10 +90,6 @@ class ClusterExchange {
   }
 
  private:
-  __device__ static unsigned shared_address(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-  }
-
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The address of the same shared variable in CTA `rank` of the cluster.
   __device__ static unsigned peer_address(unsigned local, int rank) {

@@ -214,11 +214,11 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
   if (p.split.slices > 1) cluster_barrier();
 }
 
-// The register kernel with dy and x staged through shared memory (pack_ring.cuh): each CTA keeps
-// p.stages - 1 row blocks of its dW groups in flight while it computes the current one, and
-// fetches each row's rstd one row block ahead. Same split, groups and order of every sum, hence
-// the same bits as rms_norm_bwd_kernel. Needs packs of 4, 8 or 16 bytes and p.stages >= 2; dynamic
-// shared memory: staged_bwd_bytes.
+// The register kernel with dy and x staged through shared memory (bulk copies, pack_ring.cuh):
+// each CTA keeps p.stages - 1 row blocks of its dW groups in flight while it computes the current
+// one, and fetches each row's rstd one row block ahead. Same split, groups and order of every sum,
+// hence the same bits as rms_norm_bwd_kernel. Needs sm_90, 16-byte packs of dy and x and
+// p.stages >= 2; dynamic shared memory: staged_bwd_bytes.
 template <typename Math, int P>
 __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(const BwdParams p) {
   allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
@@ -227,7 +227,6 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(
   using Y = typename T::Y;
   constexpr int K = kBwdPacksPerThread;
   const ThreadShare t = thread_share<K>(p.split);
-  const int stride = t.group * P;
   const int stages = p.stages;
   const std::int64_t per_group = p.groups.rows_per_group;
   // This block (or cluster) walks its row blocks in order: every block of dW group t.unit, then of
@@ -250,25 +249,35 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(
     return row < min((c.group + 1) * per_group, p.rows) ? row : -1;
   };
 
+  using DyRing = PackRing<Y, P, K>;
+  using XRing = PackRing<X, P, K>;
   extern __shared__ __align__(16) unsigned char ring_bytes[];
-  const PackRing<Y, P, K> dy_ring{reinterpret_cast<Y*>(ring_bytes)};
-  const std::size_t dy_bytes = PackRing<Y, P, K>::bytes(stages, blockDim.x);
-  const PackRing<X, P, K> x_ring{reinterpret_cast<X*>(ring_bytes + dy_bytes)};
-  float* slot_partials = reinterpret_cast<float*>(ring_bytes + dy_bytes +
-                                                  PackRing<X, P, K>::bytes(stages, blockDim.x));
+  const DyRing dy_ring{reinterpret_cast<Y*>(ring_bytes)};
+  const std::size_t dy_bytes = DyRing::bytes(stages, blockDim.x);
+  const XRing x_ring{reinterpret_cast<X*>(ring_bytes + dy_bytes)};
+  float* slot_partials =
+      reinterpret_cast<float*>(ring_bytes + dy_bytes + XRing::bytes(stages, blockDim.x));
+  __shared__ RingBarriers ring_barriers;
+  RingPhases ring_phases(ring_barriers, stages, t.rows_in_block);
+  __syncthreads();
   const Y* dy_base = static_cast<const Y*>(p.dy) + t.first_pack * P;
   const X* x_base = static_cast<const X*>(p.x) + t.first_pack * P;
-  // Fetches the row block at `ahead` into the ring and moves on. One commit group per row block,
-  // even an empty one (see rms_norm_fwd_staged_kernel).
+  const bool leader = t.lane == 0;
+  // Fetches the row block at `ahead` into slot `stage` and moves on: each row slot's leader
+  // announces its bytes (none past its group's rows) and copies them, so every fetch completes
+  // its slot's phase.
   Cursor ahead{t.unit, 0};
   const auto fetch = [&](int stage) {
     const std::int64_t row = row_at(ahead);
-    if (row >= 0) {
-      dy_ring.fill(stage, dy_base + row * p.dy_row_stride, t.packs, stride);
-      x_ring.fill(stage, x_base + row * p.x_row_stride, t.packs, stride);
-    }
-    async_commit();
     advance(ahead);
+    if (!leader) return;
+    const unsigned barrier = ring_phases.barrier(stage);
+    mbarrier_arrive_expect_tx(barrier,
+                              row >= 0 ? DyRing::slot_bytes(t) + XRing::slot_bytes(t) : 0u);
+    if (row >= 0) {
+      dy_ring.fill(stage, dy_base + row * p.dy_row_stride, t, barrier);
+      x_ring.fill(stage, x_base + row * p.x_row_stride, t, barrier);
+    }
   };
 
   __shared__ RowSumShared row_sum_shared;
@@ -279,7 +288,9 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(
   std::int64_t row = row_at(at);
   float r = row >= 0 ? p.rstd[row] : 0.0f;
   for (int stage = 0; at.group < p.groups.groups; stage = stage + 1 == stages ? 0 : stage + 1) {
-    // The slot consumed by the previous row block takes the one stages - 1 blocks ahead.
+    // The slot consumed by the previous row block takes the one stages - 1 blocks ahead, once
+    // every thread has read its packs out of it.
+    __syncthreads();
     fetch(stage == 0 ? stages - 1 : stage - 1);
     Cursor next = at;
     advance(next);
@@ -292,7 +303,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(
         for (int i = 0; i < P; ++i) acc[k][i] = 0.0f;
       }
     }
-    async_wait_at_most(stages - 1);
+    ring_phases.wait(stage);
     const int packs = row >= 0 ? t.packs : 0;
     Pack<Y, P> dy[K];
     Pack<X, P> x[K];

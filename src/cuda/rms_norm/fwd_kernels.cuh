@@ -111,27 +111,33 @@ __global__ void __launch_bounds__(kMaxRowThreads, K <= 2 ? 3 : 2)
 }
 
 // The register kernel on a persistent grid with x staged through shared memory: each CTA keeps
-// p.stages - 1 row blocks in flight (cp.async, pack_ring.cuh) while it normalizes the current one,
-// so memory never waits for a row's reduction. Same split, same sums in the same order, hence
-// the same bits as rms_norm_fwd_kernel. Needs 16-byte packs of x (P elements) and p.stages >= 2;
-// dynamic shared memory PackRing<X, P, K>::bytes(p.stages, blockDim.x).
+// p.stages - 1 row blocks in flight (bulk copies, pack_ring.cuh) while it normalizes the current
+// one, so memory never waits for a row's reduction. Same split, same sums in the same order, hence
+// the same bits as rms_norm_fwd_kernel. Needs sm_90, 16-byte packs of x (P elements) and
+// p.stages >= 2; dynamic shared memory PackRing<X, P, K>::bytes(p.stages, blockDim.x).
 template <typename Math, int P>
 __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(const FwdParams p) {
   using X = typename MathTraits<Math>::X;
+  using Ring = PackRing<X, P, kFwdPacksPerThread>;
   constexpr int K = kFwdPacksPerThread;
   const ThreadShare t = thread_share<K>(p.split);
-  const int stride = t.group * P;
   const int stages = p.stages;
   const std::int64_t step = t.units * t.rows_in_block;
   extern __shared__ __align__(16) unsigned char ring_bytes[];
-  const PackRing<X, P, K> ring{reinterpret_cast<X*>(ring_bytes)};
+  const Ring ring{reinterpret_cast<X*>(ring_bytes)};
+  __shared__ RingBarriers ring_barriers;
+  RingPhases ring_phases(ring_barriers, stages, t.rows_in_block);
+  __syncthreads();
   const X* x_base = static_cast<const X*>(p.x) + t.first_pack * P;
-  // One commit group per row block, even an empty one, so that a row block's copies are complete
-  // once at most the stages - 1 groups committed after it are pending.
+  const bool leader = t.lane == 0;
+  // The row block at row0 into slot `stage`: each row slot's leader announces its bytes (none
+  // past the last row) and copies them, so every fill completes its slot's phase.
   const auto fetch = [&](int stage, std::int64_t row0) {
+    if (!leader) return;
     const std::int64_t row = row0 + t.slot;
-    if (row < p.rows) ring.fill(stage, x_base + row * p.x_row_stride, t.packs, stride);
-    async_commit();
+    const unsigned barrier = ring_phases.barrier(stage);
+    mbarrier_arrive_expect_tx(barrier, row < p.rows ? Ring::slot_bytes(t) : 0u);
+    if (row < p.rows) ring.fill(stage, x_base + row * p.x_row_stride, t, barrier);
   };
 
   __shared__ RowSumShared row_sum_shared;
@@ -139,9 +145,11 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(
   std::int64_t row0 = t.unit * t.rows_in_block;
   for (int s = 0; s + 1 < stages; ++s) fetch(s, row0 + s * step);
   for (int stage = 0; row0 < p.rows; row0 += step, stage = stage + 1 == stages ? 0 : stage + 1) {
-    // The slot consumed by the previous row block takes the one stages - 1 blocks ahead.
+    // The slot consumed by the previous row block takes the one stages - 1 blocks ahead, once
+    // every thread has read its packs out of it.
+    __syncthreads();
     fetch(stage == 0 ? stages - 1 : stage - 1, row0 + (stages - 1) * step);
-    async_wait_at_most(stages - 1);
+    ring_phases.wait(stage);
     const std::int64_t row = row0 + t.slot;
     const int packs = row < p.rows ? t.packs : 0;
     Pack<X, P> x[K];

@@ -61,7 +61,7 @@ bool bwd_vectorizable(const detail::RmsNormBwdArgs& a) {
 
 // Shared memory of the staged kernels beyond their ring (static, rounded up).
 inline constexpr std::size_t kStagedStaticBytes = 4096;
-static_assert(sizeof(RowSumShared) <= kStagedStaticBytes,
+static_assert(sizeof(RowSumShared) + sizeof(RingBarriers) <= kStagedStaticBytes,
               "the staged kernels' static shared memory");
 
 // Launches `kernel` on a persistent grid of as many blocks (clusters of `split.slices` CTAs) as
@@ -126,7 +126,7 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   }
   if constexpr (sizeof(X) * P == 16) {
     p.stages = tuning.fwd_stages;
-    if (p.stages >= 2) {
+    if (p.stages >= 2 && clusters) {  // bulk copies: sm_90, as clusters
       static std::atomic<std::uint64_t> configured{0};
       const std::int64_t units = ceil_div(a.rows, rows_per_block(p.split));
       const std::size_t smem =
@@ -181,10 +181,9 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
                   1, stream, p);
     return;
   }
-  constexpr int kDyBytes = static_cast<int>(sizeof(typename T::Y)) * P;
-  if constexpr (sizeof(typename T::X) * P == 16 && kDyBytes >= 4 && kDyBytes <= 16) {
+  if constexpr (sizeof(typename T::X) * P == 16 && sizeof(typename T::Y) * P == 16) {
     p.stages = tuning().bwd_stages;
-    if (p.stages >= 2) {
+    if (p.stages >= 2 && clusters) {  // bulk copies: sm_90, as clusters
       static std::atomic<std::uint64_t> configured{0};
       if (launch_persistent(rms_norm_bwd_staged_kernel<Math, P>, p.split, p.groups.groups,
                             staged_bwd_bytes<Math, P>(p.split, p.stages), configured, device,

@@ -19,6 +19,7 @@ struct ThreadShare {
   // This thread's packs of a row: first_pack + k * group for k < packs (fewer than K at the end).
   int first_pack;
   int packs;
+  int slice_packs;  // packs of a row in this CTA's slice (the whole row without a cluster)
 };
 
 // Integer division compiles to a dozen instructions through the XU pipe, which the light forward
@@ -47,6 +48,7 @@ __device__ __forceinline__ ThreadShare thread_share(const RowSplit& s) {
   t.first_pack = t.slice * s.slice_packs + t.lane;
   const int end_pack =
       static_cast<int>(min(static_cast<std::int64_t>(t.slice + 1) * s.slice_packs, s.packs));
+  t.slice_packs = end_pack - t.slice * s.slice_packs;
   t.packs = 0;  // min(K, ceil((end_pack - first_pack) / group)), or 0 past the end
 #pragma unroll
   for (int k = 0; k < K; ++k) t.packs += t.first_pack + k * t.group < end_pack ? 1 : 0;
