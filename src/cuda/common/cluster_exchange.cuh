@@ -45,6 +45,7 @@ class ClusterExchange {
     if (!active) return;
     if (threadIdx.x == 0) {
       for (ClusterExchangeBuffer<T>& b : buffers) mbarrier_init(&b.landed, 1);
+      mbarrier_init_fence();
     }
     cluster_barrier();
 #else

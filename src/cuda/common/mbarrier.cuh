@@ -13,18 +13,33 @@ __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// Thread-block-wide set-up by one thread: `arrivals` arrivals complete each phase. The fence makes
-// the initialization visible to the async proxy (bulk copies, st.async) and to the cluster; the
-// caller then needs a block (or cluster) barrier before any other thread or peer uses it.
+// Set-up by one thread: `arrivals` arrivals complete each phase. After the last of a CTA's
+// mbarrier_init calls, that thread calls mbarrier_init_fence, which makes the initializations
+// visible to the async proxy (bulk copies, st.async) and to the cluster; the caller then needs a
+// block (or cluster) barrier before any other thread or peer uses them.
 __device__ __forceinline__ void mbarrier_init(std::uint64_t* bar, unsigned arrivals) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(arrivals)
                : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 #else
   (void)bar;
   (void)arrivals;
   __trap();
+#endif
+}
+
+__device__ __forceinline__ void mbarrier_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+// Orders this CTA's earlier shared-memory accesses by ordinary loads and stores (the generic
+// proxy) before its later bulk copies into shared memory (the async proxy): a thread that refills
+// a buffer others have read calls it after the barrier that says they are done.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 

@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/common/async_copy.cuh"
 #include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/l2_policy.cuh"
 #include "cuda/common/reduce.cuh"

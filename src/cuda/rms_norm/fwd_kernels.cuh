@@ -5,7 +5,6 @@
 
 #include <cstdint>
 
-#include "cuda/common/async_copy.cuh"
 #include "cuda/common/l2_policy.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
@@ -113,7 +112,9 @@ __global__ void __launch_bounds__(kMaxRowThreads, K <= 2 ? 3 : 2)
 // The register kernel on a persistent grid with x staged through shared memory: each CTA keeps
 // p.stages - 1 row blocks in flight (bulk copies, pack_ring.cuh) while it normalizes the current
 // one, so memory never waits for a row's reduction. Same split, same sums in the same order, hence
-// the same bits as rms_norm_fwd_kernel. Needs sm_90, 16-byte packs of x (P elements) and
+// the same bits as the 8-pack rms_norm_fwd_kernel (not as the light kernel, whose 4 packs a thread
+// add a row's terms in another order: rows that one takes by default can change in the last bit
+// with fwd_stages). Needs sm_90, 16-byte packs of x (P elements) and
 // p.stages >= 2; dynamic shared memory PackRing<X, P, K>::bytes(p.stages, blockDim.x).
 template <typename Math, int P>
 __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(const FwdParams p) {

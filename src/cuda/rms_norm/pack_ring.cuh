@@ -38,6 +38,7 @@ class RingPhases {
   __device__ RingPhases(RingBarriers& barriers, int stages, int arrivals) : barriers_(barriers) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < stages; ++s) mbarrier_init(&barriers.landed[s], arrivals);
+      mbarrier_init_fence();
     }
   }
   __device__ unsigned barrier(int stage) const { return shared_address(&barriers_.landed[stage]); }
@@ -80,10 +81,20 @@ struct PackRing {
   }
 
   // The row slot's leader (lane 0) starts copying its slice of one row (`slice`: its pack 0) into
-  // slot `stage`, counted into `barrier`; the leader announces the bytes (slot_bytes) itself.
+  // slot `stage`, counted into `barrier`; the leader announces the bytes (slot_bytes) itself. It
+  // calls this after the block barrier that follows every thread's reads of the slot's last fill.
   __device__ __forceinline__ void fill(int stage, const T* slice, const ThreadShare& t,
                                        unsigned barrier) const {
     const int leader = static_cast<int>(threadIdx.x);
+    fence_proxy_async_shared();  // those reads before these copies' writes
+    if (t.rows_in_block == 1) {
+      // One row a block: the slot is the slice in its own order, one copy.
+      if (t.slice_packs > 0) {
+        bulk_copy_to_shared(at(stage, 0, leader), slice,
+                            static_cast<unsigned>(t.slice_packs) * kPackBytes, barrier);
+      }
+      return;
+    }
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const unsigned packs = slot_packs(t, k);
