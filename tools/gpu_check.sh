@@ -11,6 +11,7 @@
 #   GPU_CHECK_DEMO=1 runs the training demo on CUDA (examples/train_demo.py, what `make demo` runs)
 #   GPU_CHECK_DIST=1 adds the 2-GPU FSDP2/DDP benchmark (examples/distributed/train_fsdp.py)
 #   GPU_CHECK_CTEST_JOBS=8 GPU tests at once; pytest and racecheck run beside them and memcheck
+#   GPU_CHECK_CTEST_TIMEOUT=300 seconds one GPU test may run before ctest kills it
 #   GPU_CHECK_PYTEST_WORKERS=N pytest processes (default 3/4 of the cores, at most 12; 1: one)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -108,7 +109,8 @@ ctest_cpu() { ctest --test-dir "$BUILD" -L cpu -j "$JOBS" --output-on-failure; }
 # GPU tests in parallel (GPU_CHECK_CTEST_JOBS, default 8): they are small or host-bound, and ran
 # side by side with pytest without a failure on an H100 (2026-12-05).
 ctest_gpu() {
-  ctest --test-dir "$BUILD" -L gpu -j "${GPU_CHECK_CTEST_JOBS:-8}" --output-on-failure --timeout 300
+  ctest --test-dir "$BUILD" -L gpu -j "${GPU_CHECK_CTEST_JOBS:-8}" --output-on-failure \
+    --timeout "${GPU_CHECK_CTEST_TIMEOUT:-300}"
 }
 
 # memcheck: every CUDA test but the >2^31-element ones (minutes under the tool) and the deliberate

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import torch
@@ -87,6 +88,12 @@ def main() -> None:
     ap.add_argument("--modes", default="llama,gemma")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--out", type=Path, default=Path("tune_results"))
+    ap.add_argument(
+        "--config-timeout",
+        type=float,
+        default=None,
+        help="seconds one configuration may run before it is killed and the sweep goes on",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     shapes = (
@@ -112,6 +119,11 @@ def main() -> None:
         proc = subprocess.Popen(
             cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
+        # A kernel that hangs under an experimental configuration costs its own time, not the
+        # rest of the sweep's.
+        killer = threading.Timer(args.config_timeout, proc.kill) if args.config_timeout else None
+        if killer:
+            killer.start()
         lines = []
         for line in proc.stdout:
             if line.startswith("RESULT "):
@@ -119,6 +131,8 @@ def main() -> None:
             else:
                 print(line, end="", flush=True)
         proc.wait()
+        if killer:
+            killer.cancel()
         if proc.returncode != 0 or not lines:
             print(f"  failed (exit {proc.returncode}), its output above", flush=True)
             continue
