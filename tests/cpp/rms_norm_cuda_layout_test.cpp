@@ -239,6 +239,12 @@ TEST(RmsNormCudaLayout, ForwardClusterSlicesCanBeSmallerThanTheClusterThreshold)
   EXPECT_EQ(split_row(32768 / 8, bwd_policy(32768, true, bwd)).slices, 4);
   EXPECT_EQ(split_row(16384 / 8, bwd_policy(16384, true, bwd)).slices, 1);
   EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, bwd)).slices, 2);
+  // bwd_cluster_slice_above=2: only rows over more than 2 CTAs of 512 threads take smaller slices.
+  bwd.bwd_cluster_slice_above = 2;
+  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, bwd)).slices, 8);
+  EXPECT_EQ(split_row(49152 / 8, bwd_policy(49152, true, bwd)).slices, 8);
+  EXPECT_EQ(split_row(32768 / 8, bwd_policy(32768, true, bwd)).slices, 2);
+  EXPECT_EQ(split_row(24576 / 8, bwd_policy(24576, true, bwd)).slices, 2);
 }
 
 TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {
@@ -269,7 +275,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   const Tuning t = parse(
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
       "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=0,"
-      "fwd_prefetch=1,cluster_exchange=0,dw_wave_sms=7");
+      "fwd_prefetch=1,cluster_exchange=0,dw_wave_sms=7,bwd_cluster_slice_above=4");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
@@ -279,6 +285,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_EQ(t.fwd_prefetch, 1);
   EXPECT_FALSE(t.cluster_exchange);
   EXPECT_EQ(t.dw_wave_sms, 7);
+  EXPECT_EQ(t.bwd_cluster_slice_above, 4);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
@@ -291,6 +298,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"fwd_prefetch=3", "fwd_prefetch", "0, 1 (rows over clusters) or 2"},
       {"fwd_cluster_slice_threads=16", "fwd_cluster_slice_threads", "0 or 32 to 512"},
       {"bwd_cluster_slice_threads=1024", "bwd_cluster_slice_threads", "0 or 32 to 512"},
+      {"bwd_cluster_slice_above=0", "bwd_cluster_slice_above", "1 to 8"},
       {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},

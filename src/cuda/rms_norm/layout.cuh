@@ -42,6 +42,11 @@ struct Tuning {
   // (an H100 sweep with cluster_slice_threads=256 took 1024 x 65536 from 55 to 62%, but 4096 x
   // 32768, whose rows it moved from 2- to 4-CTA clusters, from 83 to 59%). Off until measured.
   int bwd_cluster_slice_threads = 0;
+  // ... but only for rows that cluster_slice_threads alone splits over more than this many CTAs.
+  // An H100 sweep (2026-12-06, bwd_cluster_slice_threads=256) took the 4-CTA rows from 54 to 59%
+  // (2048 x 49152) and 55 to 62% (1024 x 65536) by 8 CTAs, and the 2-CTA rows from 83 to 59%
+  // (4096 x 32768) and 79 to 62% (8192 x 24576) by 4: 2 keeps those at 2.
+  int bwd_cluster_slice_above = 1;
   bool clusters = true;  // use sm_90 clusters where the device has them
   // The light forward kernel (fwd_light_packs_per_thread packs a thread, 4 or 2, the weight
   // loaded before the reduction) for rows one CTA holds that way with at most this many threads
@@ -171,6 +176,7 @@ struct SplitPolicy {
   bool two_pass = false;            // stream the row (two-pass kernels) whatever its length
   int min_row_threads = 1;          // at least this many threads a row, where it has the packs
   int clustered_slice_threads = 0;  // slices of a row over a cluster (0: cluster_slice_threads)
+  int clustered_above = 1;  // ... for rows cluster_slice_threads splits over more CTAs than this
 };
 
 // Spreads `packs` packs per row over threads holding packs_per_thread packs each; rows longer than
@@ -182,13 +188,17 @@ inline RowSplit split_row(std::int64_t packs, const SplitPolicy& policy) {
   split.packs = packs;
   const std::int64_t threads = std::max(ceil_div(packs, policy.packs_per_thread),
                                         std::min<std::int64_t>(policy.min_row_threads, packs));
+  const auto slices_of = [&](std::int64_t slice_threads) {
+    int slices = 1;
+    while (slices < kMaxClusterSize && ceil_div(threads, slices) > slice_threads) slices *= 2;
+    return slices;
+  };
   int slices = 1;
   if (policy.cluster_slice_threads > 0 && threads > policy.cluster_slice_threads) {
-    const int slice_threads =
-        policy.clustered_slice_threads > 0
-            ? std::min(policy.clustered_slice_threads, policy.cluster_slice_threads)
-            : policy.cluster_slice_threads;
-    while (slices < kMaxClusterSize && ceil_div(threads, slices) > slice_threads) slices *= 2;
+    slices = slices_of(policy.cluster_slice_threads);
+    if (policy.clustered_slice_threads > 0 && slices > policy.clustered_above) {
+      slices = slices_of(std::min(policy.clustered_slice_threads, policy.cluster_slice_threads));
+    }
   }
   const std::int64_t slice_packs = ceil_div(packs, slices);
   const std::int64_t slice_threads = ceil_div(threads, slices);
@@ -231,7 +241,8 @@ inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& 
           clusters && t.clusters ? t.cluster_slice_threads : 0,
           hidden >= t.bwd_two_pass_min_hidden,
           t.bwd_min_row_threads,
-          t.bwd_cluster_slice_threads};
+          t.bwd_cluster_slice_threads,
+          t.bwd_cluster_slice_above};
 }
 
 // 128 registers a thread, the register backward's launch bound and what its 16-byte kernels with a

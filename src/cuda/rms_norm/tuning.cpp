@@ -29,6 +29,9 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
     require(v == 0 || (v >= 32 && v <= kMaxRowThreads), "0 or 32 to 512");
     (key == "fwd_cluster_slice_threads" ? t.fwd_cluster_slice_threads
                                         : t.bwd_cluster_slice_threads) = static_cast<int>(v);
+  } else if (key == "bwd_cluster_slice_above") {
+    require(v >= 1 && v <= kMaxClusterSize, "1 to 8");
+    t.bwd_cluster_slice_above = static_cast<int>(v);
   } else if (key == "fwd_min_row_threads") {
     t.fwd_min_row_threads = static_cast<int>(v);
   } else if (key == "bwd_min_row_threads") {
