@@ -74,7 +74,8 @@ struct Tuning {
   std::int64_t bwd_two_pass_min_hidden = std::int64_t{1} << 62;
   // Staged kernels (x, and dy in the backward, through a shared-memory ring of this many row
   // blocks on a persistent grid; 0: the register kernels, which load rows straight into registers).
-  // Off by default: slower than the register kernels on an H100 (docs/ops/rms_norm.md).
+  // Off by default: slower than the register kernels on an H100 and an H200 with cp.async, and
+  // on an H100 with bulk copies (2026-12-06; docs/ops/rms_norm.md).
   int fwd_stages = 0;
   int bwd_stages = 0;
   // The register backward asks L2 for the next row block's dy and x (prefetch.global.L2) once the
