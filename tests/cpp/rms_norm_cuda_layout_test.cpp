@@ -220,20 +220,24 @@ TEST(RmsNormCudaLayout, TwoPassForwardOnlyForRowsWhoseResidentCopiesFitL2) {
   EXPECT_TRUE(split_row(65536 / 8, fwd_policy(65536, 2, false, off)).two_pass);
 }
 
-TEST(RmsNormCudaLayout, ForwardClusterSlicesCanBeSmallerThanTheClusterThreshold) {
-  Tuning t;
-  t.fwd_cluster_slice_threads = 256;
+TEST(RmsNormCudaLayout, ClusterSlicesCanBeSmallerThanTheClusterThreshold) {
+  Tuning none;  // 512-thread slices for every row over a cluster
+  none.fwd_cluster_slice_threads = 0;
+  none.bwd_cluster_slice_threads = 0;
+  Tuning fwd = none;
+  fwd.fwd_cluster_slice_threads = 256;
   // bf16 65536 (1024 threads at 8 packs): 4 slices of 256 instead of 2 of 512; rows one CTA holds
   // (16384: 256 threads; 24576: 384) keep one CTA.
-  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, t)).slices, 4);
-  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, Tuning{})).slices, 2);
-  EXPECT_EQ(split_row(16384 / 8, fwd_policy(16384, 2, true, t)).slices, 1);
-  EXPECT_EQ(split_row(24576 / 8, fwd_policy(24576, 2, true, t)).slices, 1);
-  // The backward keeps cluster_slice_threads (bf16 65536 at 4 packs: 2048 threads)...
-  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, t)).slices, 4);
-  // ... unless bwd_cluster_slice_threads sets its own.
-  Tuning bwd;
+  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, fwd)).slices, 4);
+  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, none)).slices, 2);
+  EXPECT_EQ(split_row(16384 / 8, fwd_policy(16384, 2, true, fwd)).slices, 1);
+  EXPECT_EQ(split_row(24576 / 8, fwd_policy(24576, 2, true, fwd)).slices, 1);
+  // The backward keeps its own (bf16 65536 at 4 packs: 2048 threads, 4 slices of 512)...
+  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, fwd)).slices, 4);
+  // ... 256-thread slices with bwd_cluster_slice_threads, and only for the backward.
+  Tuning bwd = none;
   bwd.bwd_cluster_slice_threads = 256;
+  bwd.bwd_cluster_slice_above = 1;
   EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, bwd)).slices, 8);
   EXPECT_EQ(split_row(49152 / 8, bwd_policy(49152, true, bwd)).slices, 8);
   EXPECT_EQ(split_row(32768 / 8, bwd_policy(32768, true, bwd)).slices, 4);
@@ -245,6 +249,21 @@ TEST(RmsNormCudaLayout, ForwardClusterSlicesCanBeSmallerThanTheClusterThreshold)
   EXPECT_EQ(split_row(49152 / 8, bwd_policy(49152, true, bwd)).slices, 8);
   EXPECT_EQ(split_row(32768 / 8, bwd_policy(32768, true, bwd)).slices, 2);
   EXPECT_EQ(split_row(24576 / 8, bwd_policy(24576, true, bwd)).slices, 2);
+}
+
+TEST(RmsNormCudaLayout, DefaultClusterSlices) {
+  // 256-thread forward slices for every row over a cluster; the backward's for rows over more
+  // than 2 CTAs of 512 threads (bf16: 2 CTAs at 24576 and 32768, 8 at 49152 and 65536).
+  const Tuning t;
+  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, t)).slices, 4);
+  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, t)).threads_per_row, 256);
+  EXPECT_EQ(split_row(24576 / 8, bwd_policy(24576, true, t)).slices, 2);
+  EXPECT_EQ(split_row(32768 / 8, bwd_policy(32768, true, t)).slices, 2);
+  EXPECT_EQ(split_row(49152 / 8, bwd_policy(49152, true, t)).slices, 8);
+  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, t)).slices, 8);
+  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, t)).threads_per_row, 256);
+  // Without clusters nothing changes: one CTA a row, or the two-pass kernel.
+  EXPECT_EQ(split_row(16384 / 8, bwd_policy(16384, false, t)).slices, 1);
 }
 
 TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {

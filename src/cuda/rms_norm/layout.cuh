@@ -31,22 +31,18 @@ struct Tuning {
   int fwd_block_threads = 128;      // rows share a forward block up to this many threads
   int bwd_block_threads = 128;      // same for the backward
   int cluster_slice_threads = 512;  // past this many threads a row, split it over a cluster
-  // A forward row split over a cluster takes slices of at most this many threads (0:
-  // cluster_slice_threads): smaller CTAs, two an SM. On an H100 (2026-12-05 late, as part of
-  // cluster_slice_threads=256) 256 took the forward from 65 to 74% of the copy ceiling at bf16
-  // 1024 x 65536 and 70 to 75% at 2048 x 49152 (a two-pass row by default now). Off until
-  // measured alone.
-  int fwd_cluster_slice_threads = 0;
-  // The same for backward rows over a cluster. Its 512-thread CTAs (128 registers a thread) fill
-  // an SM alone, so memory idles while a CTA reduces its row; 256-thread slices put two on an SM
-  // (an H100 sweep with cluster_slice_threads=256 took 1024 x 65536 from 55 to 62%, but 4096 x
-  // 32768, whose rows it moved from 2- to 4-CTA clusters, from 83 to 59%). Off until measured.
-  int bwd_cluster_slice_threads = 0;
-  // ... but only for rows that cluster_slice_threads alone splits over more than this many CTAs.
-  // An H100 sweep (2026-12-06, bwd_cluster_slice_threads=256) took the 4-CTA rows from 54 to 59%
-  // (2048 x 49152) and 55 to 62% (1024 x 65536) by 8 CTAs, and the 2-CTA rows from 83 to 59%
-  // (4096 x 32768) and 79 to 62% (8192 x 24576) by 4: 2 keeps those at 2.
-  int bwd_cluster_slice_above = 1;
+  // Rows split over a cluster take slices of at most these many threads (0: cluster_slice_threads):
+  // smaller CTAs, two an SM, so that one CTA's loads are in flight while the other reduces its row
+  // (a 512-thread backward CTA, 128 registers a thread, fills an SM alone). The backward's only for
+  // rows that cluster_slice_threads alone splits over more than bwd_cluster_slice_above CTAs:
+  // moving 2-CTA rows to 4 cost it (H100, 2026-12-06: 83 to 59% of the copy ceiling at bf16
+  // 4096 x 32768, 79 to 62% at 8192 x 24576). With bwd_prefetch=2, the defaults against none of
+  // the three (same H100 sweep, forward / backward %): 1024 x 65536 73/65 against 68/55, 2048 x
+  // 49152 75/66 against 75/54 (a two-pass forward row), 8192 x 24576 89/85 against 89/79,
+  // 4096 x 32768 93/80 against 93/83; rows one CTA holds unchanged. Not yet measured on an H200.
+  int fwd_cluster_slice_threads = 256;
+  int bwd_cluster_slice_threads = 256;
+  int bwd_cluster_slice_above = 2;
   bool clusters = true;  // use sm_90 clusters where the device has them
   // The light forward kernel (fwd_light_packs_per_thread packs a thread, 4 or 2, the weight
   // loaded before the reduction) for rows one CTA holds that way with at most this many threads
@@ -79,12 +75,12 @@ struct Tuning {
   int fwd_stages = 0;
   int bwd_stages = 0;
   // The register backward asks L2 for the next row block's dy and x (prefetch.global.L2) once the
-  // current one's loads are issued, so memory stays busy through the row's reduction and dx,
-  // when one 512-thread CTA an SM (128 registers) has nothing else in flight. Off: on an H100
-  // (2026-12-05 late, with the cluster exchange) it gained 2-6 points of the copy ceiling on
-  // rows over clusters of 2-4 CTAs (H 24576, 49152, 65536), lost 3 at 32768 and 4-7 on rows one
-  // CTA holds (16384 x 1024 and 4096). 2: rows over clusters only.
-  int bwd_prefetch = 0;
+  // current one's loads are issued, so memory stays busy through the row's reduction and dx:
+  // 1 every row, 2 rows over clusters only, 0 off. On an H100 (2026-12-05 late, with the cluster
+  // exchange) it gained 2-6 points of the copy ceiling on rows over clusters of 2-4 CTAs (H 24576,
+  // 49152, 65536), lost 3 at 32768 and 4-7 on rows one CTA holds (16384 x 1024 and 4096); with
+  // the 256-thread slices above (2026-12-06) 2 gained 5 at 24576, 8 at 49152 and 3 at 65536.
+  int bwd_prefetch = 2;
   // The register forward runs on a persistent grid (the CTAs or clusters resident at once)
   // instead of one launch a row block, and each CTA (cluster) asks L2 for its next row block once
   // the current one's loads are issued, as bwd_prefetch does: 1 for rows over clusters, 2 for
