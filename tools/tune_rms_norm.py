@@ -131,8 +131,12 @@ def main() -> None:
             else:
                 print(line, end="", flush=True)
         proc.wait()
+        timed_out = killer is not None and not killer.is_alive() and proc.returncode != 0
         if killer:
             killer.cancel()
+        if timed_out:
+            print(f"  killed after --config-timeout {args.config_timeout:g} s", flush=True)
+            continue
         if proc.returncode != 0 or not lines:
             print(f"  failed (exit {proc.returncode}), its output above", flush=True)
             continue

@@ -220,6 +220,14 @@ TEST(RmsNormCudaLayout, TwoPassForwardOnlyForRowsWhoseResidentCopiesFitL2) {
   EXPECT_TRUE(split_row(65536 / 8, fwd_policy(65536, 2, false, off)).two_pass);
 }
 
+// The split of a bf16 row of `hidden` elements (16-byte packs of 8) on a GPU with clusters.
+RowSplit bf16_fwd_split(std::int64_t hidden, const Tuning& t) {
+  return split_row(hidden / 8, fwd_policy(hidden, 2, true, t));
+}
+RowSplit bf16_bwd_split(std::int64_t hidden, const Tuning& t) {
+  return split_row(hidden / 8, bwd_policy(hidden, true, t));
+}
+
 TEST(RmsNormCudaLayout, ClusterSlicesCanBeSmallerThanTheClusterThreshold) {
   Tuning none;  // 512-thread slices for every row over a cluster
   none.fwd_cluster_slice_threads = 0;
@@ -228,42 +236,42 @@ TEST(RmsNormCudaLayout, ClusterSlicesCanBeSmallerThanTheClusterThreshold) {
   fwd.fwd_cluster_slice_threads = 256;
   // bf16 65536 (1024 threads at 8 packs): 4 slices of 256 instead of 2 of 512; rows one CTA holds
   // (16384: 256 threads; 24576: 384) keep one CTA.
-  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, fwd)).slices, 4);
-  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, none)).slices, 2);
-  EXPECT_EQ(split_row(16384 / 8, fwd_policy(16384, 2, true, fwd)).slices, 1);
-  EXPECT_EQ(split_row(24576 / 8, fwd_policy(24576, 2, true, fwd)).slices, 1);
+  EXPECT_EQ(bf16_fwd_split(65536, fwd).slices, 4);
+  EXPECT_EQ(bf16_fwd_split(65536, none).slices, 2);
+  EXPECT_EQ(bf16_fwd_split(16384, fwd).slices, 1);
+  EXPECT_EQ(bf16_fwd_split(24576, fwd).slices, 1);
   // The backward keeps its own (bf16 65536 at 4 packs: 2048 threads, 4 slices of 512)...
-  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, fwd)).slices, 4);
-  // ... 256-thread slices with bwd_cluster_slice_threads, and only for the backward.
+  EXPECT_EQ(bf16_bwd_split(65536, fwd).slices, 4);
+  // ... 256-thread slices with bwd_cluster_slice_threads, and only for the backward; with
+  // bwd_cluster_slice_above=2 only for rows over more than 2 CTAs of 512 threads.
   Tuning bwd = none;
   bwd.bwd_cluster_slice_threads = 256;
-  bwd.bwd_cluster_slice_above = 1;
-  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, bwd)).slices, 8);
-  EXPECT_EQ(split_row(49152 / 8, bwd_policy(49152, true, bwd)).slices, 8);
-  EXPECT_EQ(split_row(32768 / 8, bwd_policy(32768, true, bwd)).slices, 4);
-  EXPECT_EQ(split_row(16384 / 8, bwd_policy(16384, true, bwd)).slices, 1);
-  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, bwd)).slices, 2);
-  // bwd_cluster_slice_above=2: only rows over more than 2 CTAs of 512 threads take smaller slices.
-  bwd.bwd_cluster_slice_above = 2;
-  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, bwd)).slices, 8);
-  EXPECT_EQ(split_row(49152 / 8, bwd_policy(49152, true, bwd)).slices, 8);
-  EXPECT_EQ(split_row(32768 / 8, bwd_policy(32768, true, bwd)).slices, 2);
-  EXPECT_EQ(split_row(24576 / 8, bwd_policy(24576, true, bwd)).slices, 2);
+  EXPECT_EQ(bf16_fwd_split(65536, bwd).slices, 2);
+  const struct {
+    std::int64_t hidden;
+    int slices_above_1, slices_above_2;
+  } rows[] = {{16384, 1, 1}, {24576, 4, 2}, {32768, 4, 2}, {49152, 8, 8}, {65536, 8, 8}};
+  for (const auto& row : rows) {
+    bwd.bwd_cluster_slice_above = 1;
+    EXPECT_EQ(bf16_bwd_split(row.hidden, bwd).slices, row.slices_above_1) << row.hidden;
+    bwd.bwd_cluster_slice_above = 2;
+    EXPECT_EQ(bf16_bwd_split(row.hidden, bwd).slices, row.slices_above_2) << row.hidden;
+  }
 }
 
 TEST(RmsNormCudaLayout, DefaultClusterSlices) {
   // 256-thread forward slices for every row over a cluster; the backward's for rows over more
   // than 2 CTAs of 512 threads (bf16: 2 CTAs at 24576 and 32768, 8 at 49152 and 65536).
   const Tuning t;
-  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, t)).slices, 4);
-  EXPECT_EQ(split_row(65536 / 8, fwd_policy(65536, 2, true, t)).threads_per_row, 256);
-  EXPECT_EQ(split_row(24576 / 8, bwd_policy(24576, true, t)).slices, 2);
-  EXPECT_EQ(split_row(32768 / 8, bwd_policy(32768, true, t)).slices, 2);
-  EXPECT_EQ(split_row(49152 / 8, bwd_policy(49152, true, t)).slices, 8);
-  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, t)).slices, 8);
-  EXPECT_EQ(split_row(65536 / 8, bwd_policy(65536, true, t)).threads_per_row, 256);
-  // Without clusters nothing changes: one CTA a row, or the two-pass kernel.
-  EXPECT_EQ(split_row(16384 / 8, bwd_policy(16384, false, t)).slices, 1);
+  EXPECT_EQ(bf16_fwd_split(65536, t).slices, 4);
+  EXPECT_EQ(bf16_fwd_split(65536, t).threads_per_row, 256);
+  EXPECT_EQ(bf16_bwd_split(24576, t).slices, 2);
+  EXPECT_EQ(bf16_bwd_split(32768, t).slices, 2);
+  EXPECT_EQ(bf16_bwd_split(49152, t).slices, 8);
+  EXPECT_EQ(bf16_bwd_split(65536, t).slices, 8);
+  EXPECT_EQ(bf16_bwd_split(65536, t).threads_per_row, 256);
+  // Without clusters the slice sizes do not apply: a row longer than one CTA holds streams.
+  EXPECT_TRUE(split_row(65536 / 8, bwd_policy(65536, false, t)).two_pass);
 }
 
 TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {
