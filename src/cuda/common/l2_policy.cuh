@@ -8,20 +8,33 @@
 
 namespace tigon::cuda {
 
-__device__ __forceinline__ std::uint64_t l2_evict_last_policy() {
+// A createpolicy.fractional cache policy of eviction priority kPriority for every line accessed.
+enum class L2Priority { kEvictFirst, kEvictNormal, kEvictLast };
+
+template <L2Priority kPriority>
+__device__ __forceinline__ std::uint64_t l2_policy() {
   std::uint64_t policy = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  if constexpr (kPriority == L2Priority::kEvictFirst) {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  } else if constexpr (kPriority == L2Priority::kEvictNormal) {
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+  } else {
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  }
 #endif
   return policy;
 }
 
+__device__ __forceinline__ std::uint64_t l2_evict_last_policy() {
+  return l2_policy<L2Priority::kEvictLast>();
+}
 __device__ __forceinline__ std::uint64_t l2_evict_first_policy() {
-  std::uint64_t policy = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-#endif
-  return policy;
+  return l2_policy<L2Priority::kEvictFirst>();
+}
+// The policy of an unhinted access: for kernels that choose their hints at run time.
+__device__ __forceinline__ std::uint64_t l2_evict_normal_policy() {
+  return l2_policy<L2Priority::kEvictNormal>();
 }
 
 // async_copy_16 (async_copy.cuh) under an L2 policy.

@@ -165,7 +165,8 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(
 
 // Rows too long for registers (and no cluster big enough), or that the tuning streams (fwd_two_pass
 // in layout.cuh): one row per block, read twice. The second read usually hits L2, since the block
-// read the same row a moment before.
+// read the same row a moment before; with p.l2_hints the first read marks the row "evict last" and
+// the second "evict first", so the streaming writes of y do not push rows still to be re-read out.
 template <typename Math, int P>
 __global__ void __launch_bounds__(kTwoPassThreads, 2)
     rms_norm_fwd_two_pass_kernel(const FwdParams p) {
@@ -178,6 +179,8 @@ __global__ void __launch_bounds__(kTwoPassThreads, 2)
   const std::int64_t step = static_cast<std::int64_t>(blockDim.x);
 
   __shared__ float warp_sums[2][kTwoPassThreads / kWarpSize];
+  const std::uint64_t reread = p.l2_hints ? l2_evict_last_policy() : l2_evict_normal_policy();
+  const std::uint64_t last_read = p.l2_hints ? l2_evict_first_policy() : l2_evict_normal_policy();
   int parity = 0;
   for (std::int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride;
@@ -186,7 +189,8 @@ __global__ void __launch_bounds__(kTwoPassThreads, 2)
       Pack<X, P> x[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        if (base + u * step < packs) x[u] = load_pack<X, P>(x_row + (base + u * step) * P);
+        if (base + u * step < packs)
+          x[u] = load_pack_hinted<X, P>(x_row + (base + u * step) * P, reread);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -207,7 +211,8 @@ __global__ void __launch_bounds__(kTwoPassThreads, 2)
       Pack<X, P> x[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        if (base + u * step < packs) x[u] = load_pack<X, P>(x_row + (base + u * step) * P);
+        if (base + u * step < packs)
+          x[u] = load_pack_hinted<X, P>(x_row + (base + u * step) * P, last_read);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {

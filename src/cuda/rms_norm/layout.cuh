@@ -22,6 +22,7 @@ inline constexpr int kBwdPacksPerThread = 4;
 inline constexpr int kMaxRowThreads = 512;   // launch bound of the register kernels
 inline constexpr int kMaxClusterSize = 8;    // the portable cluster size limit
 inline constexpr int kTwoPassThreads = 512;  // block size of the two-pass (streaming) kernels
+inline constexpr int kMaxChunkRows = 32;     // rows a two-pass backward chunk reduces at most
 
 // The launch choices that change speed only (and, for the backward, the fixed order in which dW
 // terms are added, which stays a function of the shape). The defaults come from tuning runs on
@@ -70,6 +71,14 @@ struct Tuning {
   // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
   // from 32768 it took 4096 x 32768 from 71% to 42%: off).
   std::int64_t bwd_two_pass_min_hidden = std::int64_t{1} << 62;
+  // The two-pass kernels' first read of a row marks it "evict last" in L2 and the second "evict
+  // first" (l2_policy.cuh), so that rows still to be re-read stay there. Not yet measured: off.
+  bool fwd_two_pass_l2_hints = false;
+  bool bwd_two_pass_l2_hints = false;
+  // Rows the two-pass backward reduces before it re-reads them (1 to kMaxChunkRows): the rows
+  // re-read come from L2 only while every resident CTA's chunk fits there; fewer rows carry the
+  // dW partial row through memory more often.
+  int bwd_two_pass_chunk_rows = 32;
   // Staged kernels (x, and dy in the backward, through a shared-memory ring of this many row
   // blocks on a persistent grid; 0: the register kernels, which load rows straight into registers).
   // Off by default: slower than the register kernels on an H100 and an H200 with cp.async, and
@@ -330,6 +339,7 @@ struct FwdParams {
   int stages = 0;                 // staged kernel: row blocks in its shared-memory ring
   bool prefetch = false;          // register kernel: Tuning::fwd_prefetch
   bool cluster_exchange = false;  // Tuning::cluster_exchange
+  bool l2_hints = false;          // two-pass kernel: Tuning::fwd_two_pass_l2_hints
 };
 
 struct BwdParams {
@@ -350,6 +360,8 @@ struct BwdParams {
   int stages = 0;                 // staged kernel: row blocks in its shared-memory ring
   bool prefetch = false;          // register kernel: Tuning::bwd_prefetch
   bool cluster_exchange = false;  // Tuning::cluster_exchange
+  bool l2_hints = false;          // two-pass kernel: Tuning::bwd_two_pass_l2_hints
+  int chunk_rows = 0;             // two-pass kernel: Tuning::bwd_two_pass_chunk_rows
 };
 
 // The storage types and options a math::RmsNorm instantiation was built for.
