@@ -99,8 +99,12 @@ TEST(RmsNormCudaLayout, DwWaveUnitsFollowTheSplit) {
   EXPECT_EQ(units(16384, 2), 132);
   EXPECT_EQ(units(24576, 2), 66);
   EXPECT_EQ(units(12288, 4), 66);  // float32: twice the packs
-  // 4-CTA clusters (and more) are placed within GPCs of unequal sizes: unknown from the split.
-  EXPECT_EQ(units(65536, 2), 0);
+  // Larger clusters, placed within GPCs: 10/11 of what the SMs would hold. 8-CTA clusters of 256
+  // threads (65536) or 192 (49152), two CTAs an SM: 30, as an H100 runs; of 512 threads: 15.
+  EXPECT_EQ(units(65536, 2), 30);
+  EXPECT_EQ(units(49152, 2), 30);
+  EXPECT_EQ(units(32768, 4), 30);
+  EXPECT_EQ(units(131072, 2), 15);
   EXPECT_EQ(dw_wave_units(split_row(4096 / 8, bwd_policy(4096, true, t)), 0), 0);
 }
 
@@ -117,11 +121,16 @@ TEST(RmsNormCudaLayout, DwGroupsFillWholeWavesByDefault) {
   EXPECT_EQ(dw_groups(16384, 4608, 2, t).groups, 391);
   // 16384 x 6144 bf16: 341 against 264.
   EXPECT_EQ(dw_groups(16384, 6144, 2, t).groups, 261);
-  // Power-of-two bf16 rows keep their groups: already within one wave. (float32 rows of 4096
-  // go from 512 groups, two waves of 264 CTAs, to 261 of 63 rows, one.)
+  // 1024 x 65536 and 2048 x 49152 bf16 (8-CTA clusters): 64 groups, a third wave of 4 behind two
+  // of 30 (backward 65% of the copy ceiling on an H100, against 75-76% in one wave of 30), become
+  // two full waves.
+  EXPECT_EQ(dw_groups(1024, 65536, 2, t).groups, 57);
+  EXPECT_EQ(dw_groups(2048, 49152, 2, t).groups, 59);
+  // Power-of-two bf16 rows one CTA or a 2-CTA cluster holds keep their groups: already within one
+  // wave. (float32 rows of 4096 go from 512 groups, two waves of 264 CTAs, to 261 of 63 rows, one.)
   Tuning no_fit;
   no_fit.dw_wave_sms = 0;
-  for (std::int64_t hidden : {1024, 2048, 4096, 8192, 16384, 32768, 65536}) {
+  for (std::int64_t hidden : {1024, 2048, 4096, 8192, 16384, 32768}) {
     EXPECT_EQ(dw_groups(16384, hidden, 2, t).groups, dw_groups(16384, hidden, 2, no_fit).groups)
         << hidden;
   }
@@ -204,20 +213,24 @@ TEST(RmsNormCudaLayout, LightForwardServesRowsUpToItsThreadLimit) {
 
 TEST(RmsNormCudaLayout, TwoPassForwardOnlyForRowsWhoseResidentCopiesFitL2) {
   const Tuning t;
-  EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 96 * 1024);
+  EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128 * 1024);
+  EXPECT_EQ(t.fwd_two_pass_min_hidden, 24576);
+  EXPECT_TRUE(t.fwd_two_pass_l2_hints);
   Tuning off;
   off.fwd_two_pass_max_row_bytes = 0;
   EXPECT_FALSE(split_row(32768 / 8, fwd_policy(32768, 2, true, off)).two_pass);
-  // bf16: 32768 and 49152 elements are 64 and 96 KB; 65536 (128 KB) go to clusters, 16384 stay
+  // bf16: 24576 to 65536 elements are 48 to 128 KB; 131072 (256 KB) go to clusters, 16384 stay
   // in registers.
-  EXPECT_TRUE(split_row(32768 / 8, fwd_policy(32768, 2, true, t)).two_pass);
-  EXPECT_TRUE(split_row(49152 / 8, fwd_policy(49152, 2, true, t)).two_pass);
-  EXPECT_FALSE(split_row(65536 / 8, fwd_policy(65536, 2, true, t)).two_pass);
+  for (std::int64_t hidden : {24576, 32768, 49152, 65536}) {
+    EXPECT_TRUE(split_row(hidden / 8, fwd_policy(hidden, 2, true, t)).two_pass) << hidden;
+  }
+  EXPECT_FALSE(split_row(131072 / 8, fwd_policy(131072, 2, true, t)).two_pass);
   EXPECT_FALSE(split_row(16384 / 8, fwd_policy(16384, 2, true, t)).two_pass);
-  // float32 rows of 32768 elements are 128 KB: clusters.
-  EXPECT_FALSE(split_row(32768 / 4, fwd_policy(32768, 4, true, t)).two_pass);
+  // float32 rows of 32768 elements are 128 KB: two passes; of 65536, clusters.
+  EXPECT_TRUE(split_row(32768 / 4, fwd_policy(32768, 4, true, t)).two_pass);
+  EXPECT_FALSE(split_row(65536 / 4, fwd_policy(65536, 4, true, t)).two_pass);
   // Without clusters, rows past what one CTA holds in registers stream anyway.
-  EXPECT_TRUE(split_row(65536 / 8, fwd_policy(65536, 2, false, off)).two_pass);
+  EXPECT_TRUE(split_row(131072 / 8, fwd_policy(131072, 2, false, off)).two_pass);
 }
 
 // The split of a bf16 row of `hidden` elements (16-byte packs of 8) on a GPU with clusters.
@@ -229,7 +242,8 @@ RowSplit bf16_bwd_split(std::int64_t hidden, const Tuning& t) {
 }
 
 TEST(RmsNormCudaLayout, ClusterSlicesCanBeSmallerThanTheClusterThreshold) {
-  Tuning none;  // 512-thread slices for every row over a cluster
+  Tuning none;  // 512-thread slices for every row over a cluster, no two-pass forward
+  none.fwd_two_pass_max_row_bytes = 0;
   none.fwd_cluster_slice_threads = 0;
   none.bwd_cluster_slice_threads = 0;
   Tuning fwd = none;
@@ -260,11 +274,13 @@ TEST(RmsNormCudaLayout, ClusterSlicesCanBeSmallerThanTheClusterThreshold) {
 }
 
 TEST(RmsNormCudaLayout, DefaultClusterSlices) {
-  // 256-thread forward slices for every row over a cluster; the backward's for rows over more
-  // than 2 CTAs of 512 threads (bf16: 2 CTAs at 24576 and 32768, 8 at 49152 and 65536).
+  // 256-thread forward slices for every row over a cluster (bf16 past 65536 elements; shorter
+  // rows from 24576 take two passes); the backward's for rows over more than 2 CTAs of 512
+  // threads (bf16: 2 CTAs at 24576 and 32768, 8 at 49152 and 65536).
   const Tuning t;
-  EXPECT_EQ(bf16_fwd_split(65536, t).slices, 4);
-  EXPECT_EQ(bf16_fwd_split(65536, t).threads_per_row, 256);
+  EXPECT_TRUE(bf16_fwd_split(65536, t).two_pass);
+  EXPECT_EQ(bf16_fwd_split(131072, t).slices, 8);
+  EXPECT_EQ(bf16_fwd_split(131072, t).threads_per_row, 256);
   EXPECT_EQ(bf16_bwd_split(24576, t).slices, 2);
   EXPECT_EQ(bf16_bwd_split(32768, t).slices, 2);
   EXPECT_EQ(bf16_bwd_split(49152, t).slices, 8);
@@ -303,7 +319,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
       "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=0,"
       "fwd_prefetch=1,cluster_exchange=0,dw_wave_sms=7,bwd_cluster_slice_above=4,"
-      "fwd_two_pass_l2_hints=1,bwd_two_pass_l2_hints=1,bwd_two_pass_chunk_rows=2");
+      "fwd_two_pass_l2_hints=0");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
@@ -314,9 +330,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_FALSE(t.cluster_exchange);
   EXPECT_EQ(t.dw_wave_sms, 7);
   EXPECT_EQ(t.bwd_cluster_slice_above, 4);
-  EXPECT_TRUE(t.fwd_two_pass_l2_hints);
-  EXPECT_TRUE(t.bwd_two_pass_l2_hints);
-  EXPECT_EQ(t.bwd_two_pass_chunk_rows, 2);
+  EXPECT_FALSE(t.fwd_two_pass_l2_hints);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
@@ -331,9 +345,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"bwd_cluster_slice_threads=1024", "bwd_cluster_slice_threads", "0 or 32 to 512"},
       {"bwd_cluster_slice_above=0", "bwd_cluster_slice_above", "1 to 8"},
       {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
-      {"bwd_two_pass_l2_hints=2", "bwd_two_pass_l2_hints", "0 or 1"},
-      {"bwd_two_pass_chunk_rows=0", "bwd_two_pass_chunk_rows", "1 to 32"},
-      {"bwd_two_pass_chunk_rows=33", "bwd_two_pass_chunk_rows", "1 to 32"},
+      {"fwd_two_pass_l2_hints=2", "fwd_two_pass_l2_hints", "0 or 1"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},
       {"finish_tree=1", "finish_tree", "a key of struct Tuning"},

@@ -626,8 +626,8 @@ std::vector<Scenario> size_scenarios() {
     v.push_back(scenario("Small_H" + std::to_string(h), h));
   for (std::int64_t h : {8192, 65537, 262144})
     v.push_back(scenario("Large_H" + std::to_string(h), h));
-  // The two-pass forward's range, 16-bit rows of 32 to 96 KB (Tuning::fwd_two_pass_max_row_bytes;
-  // the ctest variant NoTwoPassForward sends them to clusters); float32 x takes clusters there.
+  // The two-pass forward's range, 16-bit rows of 48 to 128 KB (Tuning::fwd_two_pass_max_row_bytes;
+  // the ctest variant NoTwoPassForward sends them to clusters); so does float32 x at 32768.
   for (std::int64_t h : {32768, 49152})
     v.push_back(scenario("TwoPassForward_H" + std::to_string(h), h, /*all_pairs=*/false));
   return v;

@@ -334,12 +334,12 @@ inline std::size_t staged_bwd_bytes(const RowSplit& split, int stages) {
          sizeof(float) * dw_slot_floats<Math, P>(split);
 }
 
-// Rows too long for registers: per dW group, chunks of p.chunk_rows rows. Phase A reduces each row
-// of the chunk (dy, x read once); phase B walks the columns, each thread going down its column
+// Rows too long for registers: per dW group, chunks of kChunkRows rows. Phase A reduces each row of
+// the chunk (dy, x read once); phase B walks the columns, each thread going down its column
 // through the chunk's rows (dy, x read again), writing dx and accumulating dW in registers; the
-// group's partial row carries the sum from one chunk to the next. Correct for any length, with no
-// shared-memory or register limit; the second read is cheap only where it hits L2 (p.l2_hints:
-// phase A marks the chunk "evict last", phase B "evict first").
+// group's partial row carries the sum from one chunk to the next. Slower (dy and x are read twice)
+// but correct for any length, with no shared-memory or register limit.
+inline constexpr int kChunkRows = 32;
 
 template <typename Math, int P>
 __global__ void __launch_bounds__(kTwoPassThreads, 1)
@@ -356,17 +356,15 @@ __global__ void __launch_bounds__(kTwoPassThreads, 1)
   const W* weight = static_cast<const W*>(p.weight);
 
   __shared__ float warp_sums[2][kTwoPassThreads / kWarpSize];
-  __shared__ float chunk_means[kMaxChunkRows];
-  const std::uint64_t reread = p.l2_hints ? l2_evict_last_policy() : l2_evict_normal_policy();
-  const std::uint64_t last_read = p.l2_hints ? l2_evict_first_policy() : l2_evict_normal_policy();
+  __shared__ float chunk_means[kChunkRows];
   int parity = 0;
   for (std::int64_t g = blockIdx.x; g < p.groups.groups; g += gridDim.x) {
     const std::int64_t group_begin = g * p.groups.rows_per_group;
     const std::int64_t group_end = min(group_begin + p.groups.rows_per_group, p.rows);
     float* partial_row = T::kAffine ? p.partials + g * p.hidden : nullptr;
-    for (std::int64_t chunk = group_begin; chunk < group_end; chunk += p.chunk_rows) {
+    for (std::int64_t chunk = group_begin; chunk < group_end; chunk += kChunkRows) {
       const int chunk_rows =
-          static_cast<int>(min(static_cast<std::int64_t>(p.chunk_rows), group_end - chunk));
+          static_cast<int>(min(static_cast<std::int64_t>(kChunkRows), group_end - chunk));
 
       // Phase A: mean of dy * s * xhat for each row of the chunk.
       for (int c = 0; c < chunk_rows; ++c) {
@@ -382,8 +380,8 @@ __global__ void __launch_bounds__(kTwoPassThreads, 1)
           for (int u = 0; u < kUnroll; ++u) {
             const std::int64_t pack = base + u * step;
             if (pack < packs) {
-              dy[u] = load_pack_hinted<Y, P>(dy_row + pack * P, reread);
-              x[u] = load_pack_hinted<X, P>(x_row + pack * P, reread);
+              dy[u] = load_pack<Y, P>(dy_row + pack * P);
+              x[u] = load_pack<X, P>(x_row + pack * P);
             }
           }
 #pragma unroll
@@ -419,10 +417,9 @@ __global__ void __launch_bounds__(kTwoPassThreads, 1)
           for (int u = 0; u < kRowUnroll; ++u) {
             const std::int64_t row = chunk + c0 + u;
             if (c0 + u < chunk_rows) {
-              dy[u] = load_pack_hinted<Y, P>(
-                  static_cast<const Y*>(p.dy) + row * p.dy_row_stride + pack * P, last_read);
-              x[u] = load_pack_hinted<X, P>(
-                  static_cast<const X*>(p.x) + row * p.x_row_stride + pack * P, last_read);
+              dy[u] =
+                  load_pack<Y, P>(static_cast<const Y*>(p.dy) + row * p.dy_row_stride + pack * P);
+              x[u] = load_pack<X, P>(static_cast<const X*>(p.x) + row * p.x_row_stride + pack * P);
             }
           }
 #pragma unroll

@@ -178,8 +178,6 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, bool clusters, int device, cuda
   p.prefetch = tuning().bwd_prefetch == 1 || (tuning().bwd_prefetch == 2 && p.split.slices > 1);
   // One CTA (or cluster) per dW group: which rows a group sums never depends on the grid.
   if (p.split.two_pass) {
-    p.l2_hints = tuning().bwd_two_pass_l2_hints;
-    p.chunk_rows = tuning().bwd_two_pass_chunk_rows;
     launch_kernel(rms_norm_bwd_two_pass_kernel<Math, P>, p.groups.groups, dim3(kTwoPassThreads), 0,
                   1, stream, p);
     return;

@@ -22,7 +22,6 @@ inline constexpr int kBwdPacksPerThread = 4;
 inline constexpr int kMaxRowThreads = 512;   // launch bound of the register kernels
 inline constexpr int kMaxClusterSize = 8;    // the portable cluster size limit
 inline constexpr int kTwoPassThreads = 512;  // block size of the two-pass (streaming) kernels
-inline constexpr int kMaxChunkRows = 32;     // rows a two-pass backward chunk reduces at most
 
 // The launch choices that change speed only (and, for the backward, the fixed order in which dW
 // terms are added, which stays a function of the shape). The defaults come from tuning runs on
@@ -61,24 +60,21 @@ struct Tuning {
   int bwd_min_row_threads = 1;
   // Forward rows of at least fwd_two_pass_min_hidden elements and at most
   // fwd_two_pass_max_row_bytes bytes of x take the streaming two-pass kernel, whose second read of
-  // a row hits L2 while the rows its resident CTAs read fit there (2026-12-05, % of the copy
-  // ceiling, two-pass against registers or clusters): bf16 4096 x 32768 (64 KB rows) 93 / 84 on
-  // an H100, 78 / 78 on an H200; 2048 x 49152 (96 KB) 71 / 61 on an H200; 1024 x 65536 (128 KB)
-  // 67 / 74 on an H100, 64 / 63 on an H200: so rows of up to 96 KB. Its 16-byte-pack kernel passed
-  // the GPU tests on an H100 (ctest variants TwoPassForward, AllTwoPass; 2026-12-05 late).
-  std::int64_t fwd_two_pass_min_hidden = 32768;
-  std::int64_t fwd_two_pass_max_row_bytes = 98304;
+  // a row hits L2 while the rows its resident CTAs read fit there. With fwd_two_pass_l2_hints the
+  // first read marks the row "evict last" in L2 and the second "evict first" (l2_policy.cuh), so
+  // the y stores do not push rows still to be re-read out. % of the copy ceiling on an H100
+  // (2026-12-06), the register or cluster kernel / two-pass with hints: bf16 H 20480 85 / 84,
+  // 24576 89 / 92, 32768 92 / 94, 40960 81 / 85, 49152 75 / 83, 65536 72-74 / 75-76, 131072 (256 KB
+  // rows) 72 / 65; without hints the two-pass kernel lost at 65536 (67 against 74, 2026-12-05).
+  // The GPU tests ran it on an H100 (ctest variants TwoPassForward, AllTwoPass).
+  std::int64_t fwd_two_pass_min_hidden = 24576;
+  std::int64_t fwd_two_pass_max_row_bytes = 131072;
+  bool fwd_two_pass_l2_hints = true;
   // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
-  // from 32768 it took 4096 x 32768 from 71% to 42%: off).
+  // from 32768 it took 4096 x 32768 from 71% to 42%: off). It re-reads dy and x per chunk of 32
+  // rows, one CTA a dW group; L2 hints with chunks of 1 or 2 rows and 264 groups did not save it
+  // (H100, 2026-12-06: 30-45% at H 24576-65536).
   std::int64_t bwd_two_pass_min_hidden = std::int64_t{1} << 62;
-  // The two-pass kernels' first read of a row marks it "evict last" in L2 and the second "evict
-  // first" (l2_policy.cuh), so that rows still to be re-read stay there. Not yet measured: off.
-  bool fwd_two_pass_l2_hints = false;
-  bool bwd_two_pass_l2_hints = false;
-  // Rows the two-pass backward reduces before it re-reads them (1 to kMaxChunkRows): the rows
-  // re-read come from L2 only while every resident CTA's chunk fits there; fewer rows carry the
-  // dW partial row through memory more often.
-  int bwd_two_pass_chunk_rows = 32;
   // Staged kernels (x, and dy in the backward, through a shared-memory ring of this many row
   // blocks on a persistent grid; 0: the register kernels, which load rows straight into registers).
   // Off by default: slower than the register kernels on an H100 and an H200 with cp.async, and
@@ -258,13 +254,16 @@ inline SplitPolicy bwd_policy(std::int64_t hidden, bool clusters, const Tuning& 
 inline constexpr int kBwdWarpsPerSm = 16;
 
 // dW groups the register backward runs at once on a GPU of `sms` SMs with rows split as `split`:
-// CTAs an SM by the warps each needs, over the CTAs of a cluster. 0 where the split alone does
-// not tell: the two-pass kernel, and clusters of more than 2 CTAs, which a GPU places within its
-// GPCs of unequal sizes (2-CTA clusters pair the two SMs of a TPC).
+// CTAs an SM by the warps each needs, over the CTAs of a cluster (2-CTA clusters pair the two SMs
+// of a TPC). Larger clusters must fit within one GPC, and a GPC's SMs rarely divide evenly into
+// them, so fewer are resident: 30 clusters of 8 two-per-SM CTAs on a 132-SM H100 (2026-12-06),
+// where 132 * 2 / 8 = 33 would fit without GPCs; they take 10/11 of the count. 0 for the two-pass
+// kernel.
 inline std::int64_t dw_wave_units(const RowSplit& split, int sms) {
-  if (sms <= 0 || split.two_pass || split.slices > 2) return 0;
+  if (sms <= 0 || split.two_pass) return 0;
   const int warps = static_cast<int>(ceil_div(split.block_threads, 32));
-  return std::int64_t{sms} * std::max(1, kBwdWarpsPerSm / warps) / split.slices;
+  const std::int64_t ctas = std::int64_t{sms} * std::max(1, kBwdWarpsPerSm / warps);
+  return split.slices <= 2 ? ctas / split.slices : ctas * 10 / (11 * split.slices);
 }
 
 // At most this many dW groups for rows of `hidden` elements: max_dw_groups, and the partial rows
@@ -360,8 +359,6 @@ struct BwdParams {
   int stages = 0;                 // staged kernel: row blocks in its shared-memory ring
   bool prefetch = false;          // register kernel: Tuning::bwd_prefetch
   bool cluster_exchange = false;  // Tuning::cluster_exchange
-  bool l2_hints = false;          // two-pass kernel: Tuning::bwd_two_pass_l2_hints
-  int chunk_rows = 0;             // two-pass kernel: Tuning::bwd_two_pass_chunk_rows
 };
 
 // The storage types and options a math::RmsNorm instantiation was built for.
