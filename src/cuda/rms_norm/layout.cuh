@@ -128,6 +128,11 @@ struct Tuning {
   // columns), at the price of shorter memory segments: on an H200, 8 took the 4096x1024 backward
   // from 29% to 32% of the copy ceiling and 1024x65536 from 35% to 30%.
   int finish_columns = 0;
+  // The finishing kernel adds 4 adjacent columns a thread with 16-byte loads (same bits, a quarter
+  // of the threads: more CTAs resident, fewer instructions); its scalar form otherwise. Off: not
+  // yet run on a GPU (2026-12-06). Under Nsight Compute on an H100 the scalar kernel took 6.0 us
+  // of the 4096 x 1024 backward (30%) and 18.8 us of 1024 x 65536's (9%), latency-bound.
+  bool finish_vector = false;
 };
 
 // The process's tuning: the defaults above, or TIGON_RMS_NORM_TUNING's (read once; tuning.cpp).

@@ -27,12 +27,21 @@ void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream)
       dw_groups(a.rows, a.hidden, static_cast<int>(element_size(a.x_dtype)), tuning());
   const int columns = finish_columns(a.hidden, tuning());
   const std::int64_t tiles = std::min(ceil_div(a.hidden, columns), kMaxGridBlocks);
+  const auto* partials = static_cast<const float*>(a.workspace);
+  const bool vector = tuning().finish_vector && a.hidden % 4 == 0 &&
+                      reinterpret_cast<std::uintptr_t>(partials) % 16 == 0;
   detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
     using W = typename decltype(w_tag)::type;
-    launch_dependent_kernel(
-        rms_norm_dw_finish_kernel<W>, tiles, dim3(columns, kFinishThreads / columns), 0, 1,
-        dependent_launch_available(device), stream, static_cast<const float*>(a.workspace),
-        groups.groups, a.hidden, static_cast<W*>(a.dw));
+    const auto launch = [&](auto kernel, int lanes) {
+      launch_dependent_kernel(kernel, tiles, dim3(columns / lanes, kFinishThreads / columns), 0, 1,
+                              dependent_launch_available(device), stream, partials, groups.groups,
+                              a.hidden, static_cast<W*>(a.dw));
+    };
+    if (vector) {
+      launch(rms_norm_dw_finish_kernel<W, 4>, 4);
+    } else {
+      launch(rms_norm_dw_finish_kernel<W, 1>, 1);
+    }
   });
 }
 

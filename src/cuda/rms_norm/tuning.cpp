@@ -59,9 +59,9 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
     t.fwd_two_pass_max_row_bytes = v;
   } else if (key == "bwd_two_pass_min_hidden") {
     t.bwd_two_pass_min_hidden = v;
-  } else if (key == "fwd_two_pass_l2_hints") {
+  } else if (key == "fwd_two_pass_l2_hints" || key == "finish_vector") {
     require(v == 0 || v == 1, "0 or 1");
-    t.fwd_two_pass_l2_hints = v == 1;
+    (key == "finish_vector" ? t.finish_vector : t.fwd_two_pass_l2_hints) = v == 1;
   } else if (key == "max_dw_groups") {
     t.max_dw_groups = v;
   } else if (key == "max_dw_partial_bytes") {
