@@ -319,7 +319,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
       "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=0,"
       "fwd_prefetch=1,cluster_exchange=0,dw_wave_sms=7,bwd_cluster_slice_above=4,"
-      "fwd_two_pass_l2_hints=0,finish_vector=1");
+      "fwd_two_pass_l2_hints=0,finish_vector=1,fwd_two_pass_unroll=2");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
@@ -332,6 +332,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_EQ(t.bwd_cluster_slice_above, 4);
   EXPECT_FALSE(t.fwd_two_pass_l2_hints);
   EXPECT_TRUE(t.finish_vector);
+  EXPECT_EQ(t.fwd_two_pass_unroll, 2);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
@@ -348,6 +349,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
       {"fwd_two_pass_l2_hints=2", "fwd_two_pass_l2_hints", "0 or 1"},
       {"finish_vector=4", "finish_vector", "0 or 1"},
+      {"fwd_two_pass_unroll=3", "fwd_two_pass_unroll", "2 or 4"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},
       {"finish_tree=1", "finish_tree", "a key of struct Tuning"},

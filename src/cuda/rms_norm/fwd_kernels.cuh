@@ -167,14 +167,16 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(
 // in layout.cuh): one row per block, read twice. The second read usually hits L2, since the block
 // read the same row a moment before; with p.l2_hints the first read marks the row "evict last" and
 // the second "evict first", so the streaming writes of y do not push rows still to be re-read out.
-template <typename Math, int P>
-__global__ void __launch_bounds__(kTwoPassThreads, 2)
+// kUnroll packs in flight per thread: 4 (62 registers, two CTAs an SM) or 2 (40 registers without
+// spills, three CTAs an SM: more rows in flight at once, fewer bytes each; Tuning::
+// fwd_two_pass_unroll).
+template <typename Math, int P, int kUnroll>
+__global__ void __launch_bounds__(kTwoPassThreads, kUnroll >= 4 ? 2 : 3)
     rms_norm_fwd_two_pass_kernel(const FwdParams p) {
   using T = MathTraits<Math>;
   using X = typename T::X;
   using W = typename T::W;
   using Y = typename T::Y;
-  constexpr int kUnroll = 4;  // packs in flight per thread
   const std::int64_t packs = p.split.packs;
   const std::int64_t step = static_cast<std::int64_t>(blockDim.x);
 

@@ -121,8 +121,9 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   p.split = split_row(a.hidden / P, fwd_policy(a.hidden, kXSize, clusters, tuning));
   if (p.split.two_pass) {
     p.l2_hints = tuning.fwd_two_pass_l2_hints;
-    launch_kernel(rms_norm_fwd_two_pass_kernel<Math, P>, std::min(a.rows, kMaxGridBlocks),
-                  dim3(kTwoPassThreads), 0, 1, stream, p);
+    launch_kernel(tuning.fwd_two_pass_unroll == 2 ? rms_norm_fwd_two_pass_kernel<Math, P, 2>
+                                                  : rms_norm_fwd_two_pass_kernel<Math, P, 4>,
+                  std::min(a.rows, kMaxGridBlocks), dim3(kTwoPassThreads), 0, 1, stream, p);
     return;
   }
   if constexpr (sizeof(X) * P == 16) {

@@ -70,6 +70,11 @@ struct Tuning {
   std::int64_t fwd_two_pass_min_hidden = 24576;
   std::int64_t fwd_two_pass_max_row_bytes = 131072;
   bool fwd_two_pass_l2_hints = true;
+  // Packs in flight per thread in the two-pass forward: 4 (62 registers, two 512-thread CTAs an SM:
+  // 50% occupancy) or 2 (40 registers, three CTAs). Inductor's kernel for the same rows keeps
+  // twice our warps resident and reaches 88% of DRAM peak against our 83% (ncu, H100, 4096 x
+  // 32768, 2026-12-06). 2 is not yet measured: 4.
+  int fwd_two_pass_unroll = 4;
   // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
   // from 32768 it took 4096 x 32768 from 71% to 42%: off). It re-reads dy and x per chunk of 32
   // rows, one CTA a dW group; L2 hints with chunks of 1 or 2 rows and 264 groups did not save it

@@ -57,6 +57,9 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
     t.fwd_two_pass_min_hidden = v;
   } else if (key == "fwd_two_pass_max_row_bytes") {
     t.fwd_two_pass_max_row_bytes = v;
+  } else if (key == "fwd_two_pass_unroll") {
+    require(v == 2 || v == 4, "2 or 4");
+    t.fwd_two_pass_unroll = static_cast<int>(v);
   } else if (key == "bwd_two_pass_min_hidden") {
     t.bwd_two_pass_min_hidden = v;
   } else if (key == "fwd_two_pass_l2_hints" || key == "finish_vector") {
