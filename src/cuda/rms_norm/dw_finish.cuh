@@ -30,8 +30,8 @@ __global__ void __launch_bounds__(kFinishThreads / kLanes)
   __shared__ float sums[kFinishThreads];
   const int columns = static_cast<int>(blockDim.x) * kLanes;
   const int rows = static_cast<int>(blockDim.y);
-  const int first =
-      static_cast<int>(threadIdx.x) * kLanes;  // this thread's first column in the tile
+  // This thread's first column in the tile.
+  const int first = static_cast<int>(threadIdx.x) * kLanes;
   const int ty = static_cast<int>(threadIdx.y);
   for (std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * columns; col0 < hidden;
        col0 += static_cast<std::int64_t>(gridDim.x) * columns) {

@@ -66,7 +66,7 @@ struct Tuning {
   // (2026-12-06), the register or cluster kernel / two-pass with hints: bf16 H 20480 85 / 84,
   // 24576 89 / 92, 32768 92 / 94, 40960 81 / 85, 49152 75 / 83, 65536 72-74 / 75-76, 131072 (256 KB
   // rows) 72 / 65; without hints the two-pass kernel lost at 65536 (67 against 74, 2026-12-05).
-  // The GPU tests ran it on an H100 (ctest variants TwoPassForward, AllTwoPass).
+  // The GPU tests ran it on an H100 (the TwoPassForward sizes, the AllTwoPass ctest variant).
   std::int64_t fwd_two_pass_min_hidden = 24576;
   std::int64_t fwd_two_pass_max_row_bytes = 131072;
   bool fwd_two_pass_l2_hints = true;
