@@ -102,29 +102,21 @@ __device__ __forceinline__ Pack<T, P> load_pack(const T* src) {
 template <typename T, int P>
 __device__ __forceinline__ Pack<T, P> load_pack_hinted(const T* src, std::uint64_t policy) {
   constexpr std::size_t kBytes = sizeof(T) * P;
-  if constexpr (kBytes < 16) {
-    (void)policy;
-    return load_pack<T, P>(src);
-  } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (kBytes >= 16) {
     Pack<T, P> pack;
 #pragma unroll
     for (int c = 0; c < static_cast<int>(kBytes / 16); ++c) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
       asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                    : "=r"(pack.words[4 * c]), "=r"(pack.words[4 * c + 1]),
                      "=r"(pack.words[4 * c + 2]), "=r"(pack.words[4 * c + 3])
                    : "l"(reinterpret_cast<const uint4*>(src) + c), "l"(policy));
-#else
-      (void)policy;
-      const uint4 v = reinterpret_cast<const uint4*>(src)[c];
-      pack.words[4 * c] = v.x;
-      pack.words[4 * c + 1] = v.y;
-      pack.words[4 * c + 2] = v.z;
-      pack.words[4 * c + 3] = v.w;
-#endif
     }
     return pack;
   }
+#endif
+  (void)policy;
+  return load_pack<T, P>(src);
 }
 
 // The raw words of a pack of P elements of T, laid out as in Pack.

@@ -32,15 +32,16 @@ void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream)
                       reinterpret_cast<std::uintptr_t>(partials) % 16 == 0;
   detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
     using W = typename decltype(w_tag)::type;
-    const auto launch = [&](auto kernel, int lanes) {
-      launch_dependent_kernel(kernel, tiles, dim3(columns / lanes, kFinishThreads / columns), 0, 1,
+    const auto launch = [&]<int kLanes>() {
+      launch_dependent_kernel(rms_norm_dw_finish_kernel<W, kLanes>, tiles,
+                              dim3(columns / kLanes, kFinishThreads / columns), 0, 1,
                               dependent_launch_available(device), stream, partials, groups.groups,
                               a.hidden, static_cast<W*>(a.dw));
     };
     if (vector) {
-      launch(rms_norm_dw_finish_kernel<W, 4>, 4);
+      launch.template operator()<4>();
     } else {
-      launch(rms_norm_dw_finish_kernel<W, 1>, 1);
+      launch.template operator()<1>();
     }
   });
 }
