@@ -73,7 +73,8 @@ struct Tuning {
   // Packs in flight per thread in the two-pass forward: 4 (62 registers, two 512-thread CTAs an SM:
   // 50% occupancy) or 2 (40 registers, three CTAs). Inductor's kernel for the same rows keeps
   // twice our warps resident and reaches 88% of DRAM peak against our 83% (ncu, H100, 4096 x
-  // 32768, 2026-12-06). 2 is not yet measured: 4.
+  // 32768, 2026-12-06). Yet 2 lost 8 to 13 points of the copy ceiling at 32768-65536 on an H100
+  // (2026-12-06 night; +2 at 24576): 4.
   int fwd_two_pass_unroll = 4;
   // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
   // from 32768 it took 4096 x 32768 from 71% to 42%: off). It re-reads dy and x per chunk of 32
@@ -134,9 +135,10 @@ struct Tuning {
   // from 29% to 32% of the copy ceiling and 1024x65536 from 35% to 30%.
   int finish_columns = 0;
   // The finishing kernel adds 4 adjacent columns a thread with 16-byte loads (same bits, a quarter
-  // of the threads: more CTAs resident, fewer instructions); its scalar form otherwise. Off: not
-  // yet run on a GPU (2026-12-06). Under Nsight Compute on an H100 the scalar kernel took 6.0 us
-  // of the 4096 x 1024 backward (30%) and 18.8 us of 1024 x 65536's (9%), latency-bound.
+  // of the threads: more CTAs resident, fewer instructions); its scalar form otherwise. Under
+  // Nsight Compute on an H100 the scalar kernel took 6.0 us of the 4096 x 1024 backward (30%) and
+  // 18.8 us of 1024 x 65536's (9%), latency-bound. Off: on an H100 (2026-12-06 night) the vector
+  // form gained 1-2 points of the copy ceiling at H >= 32768 and lost 6-7 at H 1024.
   bool finish_vector = false;
 };
 
