@@ -98,6 +98,12 @@ def main() -> None:
             r = {"provider": name, **bench_one(make, m, h, dtype, device, reps)}
             harness.add_percent_of_ceiling(r, ceiling, ("fwd", "bwd"))
             rows.append(r)
+            print(
+                f"    fwd {r['fwd_ms']:.3f} ms ({r['fwd_%ceil']:.0f}%), bwd {r['bwd_ms']:.3f} ms "
+                f"({r['bwd_%ceil']:.0f}%), full {r['full_ms']:.3f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
             torch._dynamo.reset()
     cols = [
         "provider",
