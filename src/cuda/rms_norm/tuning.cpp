@@ -14,12 +14,24 @@ namespace {
 
 constexpr std::string_view kVariable = "TIGON_RMS_NORM_TUNING";
 
+// The on/off key `key` of `t` (taking 0 or 1), or nullptr for any other key.
+bool* switch_of(Tuning& t, std::string_view key) {
+  if (key == "clusters") return &t.clusters;
+  if (key == "cluster_exchange") return &t.cluster_exchange;
+  if (key == "fwd_two_pass_l2_hints") return &t.fwd_two_pass_l2_hints;
+  if (key == "finish_vector") return &t.finish_vector;
+  return nullptr;
+}
+
 void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_t v) {
   // Throws an Error naming the key, what it takes and the value given, unless `ok`.
   const auto require = [&](bool ok, std::string_view expected) {
     if (!ok) detail::throw_argument_error(variable, key, expected, std::to_string(v));
   };
-  if (key == "fwd_block_threads") {
+  if (bool* on = switch_of(t, key)) {
+    require(v == 0 || v == 1, "0 or 1");
+    *on = v == 1;
+  } else if (key == "fwd_block_threads") {
     t.fwd_block_threads = static_cast<int>(v);
   } else if (key == "bwd_block_threads") {
     t.bwd_block_threads = static_cast<int>(v);
@@ -50,9 +62,6 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
   } else if (key == "bwd_prefetch") {
     require(v >= 0 && v <= 2, "0, 1 (all rows) or 2 (rows over clusters)");
     t.bwd_prefetch = static_cast<int>(v);
-  } else if (key == "clusters" || key == "cluster_exchange") {
-    require(v == 0 || v == 1, "0 or 1");
-    (key == "clusters" ? t.clusters : t.cluster_exchange) = v == 1;
   } else if (key == "fwd_two_pass_min_hidden") {
     t.fwd_two_pass_min_hidden = v;
   } else if (key == "fwd_two_pass_max_row_bytes") {
@@ -62,9 +71,6 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
     t.fwd_two_pass_unroll = static_cast<int>(v);
   } else if (key == "bwd_two_pass_min_hidden") {
     t.bwd_two_pass_min_hidden = v;
-  } else if (key == "fwd_two_pass_l2_hints" || key == "finish_vector") {
-    require(v == 0 || v == 1, "0 or 1");
-    (key == "finish_vector" ? t.finish_vector : t.fwd_two_pass_l2_hints) = v == 1;
   } else if (key == "max_dw_groups") {
     t.max_dw_groups = v;
   } else if (key == "max_dw_partial_bytes") {
