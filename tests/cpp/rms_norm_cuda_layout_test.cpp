@@ -182,33 +182,64 @@ TEST(RmsNormCudaLayout, RowSplitsHoldEveryPack) {
 }
 
 TEST(RmsNormCudaLayout, LightForwardServesRowsUpToItsThreadLimit) {
-  Tuning off;
-  off.fwd_light_max_row_threads = 0;
-  EXPECT_EQ(light_fwd_split(1024 / 8, 1024, 2, true, off).packs, 0);
+  const Tuning defaults;
+  EXPECT_EQ(light_fwd_split(1024 / 8, 1024, 2, true, 0, defaults).packs, 0);
   // bf16 rows (8 elements a pack): by default 4 packs a thread within 512 threads, so up to
   // H 16384; 32768 goes to the two-pass kernel, longer rows to clusters. With 2 packs a thread
   // the same limit stops at 8192.
   for (int packs_per_thread : {4, 2}) {
     Tuning t;
     t.fwd_light_packs_per_thread = packs_per_thread;
-    const std::int64_t longest = std::int64_t{8} * packs_per_thread * t.fwd_light_max_row_threads;
+    const int limit = t.fwd_light_max_row_threads;
+    const std::int64_t longest = std::int64_t{8} * packs_per_thread * limit;
     for (std::int64_t hidden : {std::int64_t{8}, std::int64_t{1024}, longest}) {
-      const RowSplit s = light_fwd_split(hidden / 8, hidden, 2, true, t);
+      const RowSplit s = light_fwd_split(hidden / 8, hidden, 2, true, limit, t);
       EXPECT_EQ(s.packs, hidden / 8) << hidden;
       EXPECT_EQ(s.slices, 1) << hidden;
       EXPECT_FALSE(s.two_pass) << hidden;
-      EXPECT_LE(s.threads_per_row, t.fwd_light_max_row_threads) << hidden;
+      EXPECT_LE(s.threads_per_row, limit) << hidden;
       EXPECT_GE(static_cast<std::int64_t>(s.threads_per_row) * packs_per_thread, s.packs);
     }
     for (bool clusters : {true, false}) {
-      EXPECT_EQ(light_fwd_split(2 * longest / 8, 2 * longest, 2, clusters, t).packs, 0);
-      EXPECT_EQ(light_fwd_split(4 * longest / 8, 4 * longest, 2, clusters, t).packs, 0);
+      EXPECT_EQ(light_fwd_split(2 * longest / 8, 2 * longest, 2, clusters, limit, t).packs, 0);
+      EXPECT_EQ(light_fwd_split(4 * longest / 8, 4 * longest, 2, clusters, limit, t).packs, 0);
     }
   }
-  Tuning narrow;
-  narrow.fwd_light_max_row_threads = 256;
-  EXPECT_EQ(light_fwd_split(8192 / 8, 8192, 2, true, narrow).packs, 8192 / 8);
-  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, 2, true, narrow).packs, 0);
+  EXPECT_EQ(light_fwd_split(8192 / 8, 8192, 2, true, 256, defaults).packs, 8192 / 8);
+  EXPECT_EQ(light_fwd_split(16384 / 8, 16384, 2, true, 256, defaults).packs, 0);
+}
+
+TEST(RmsNormCudaLayout, FastMemoryGpusCapTheLightForward) {
+  // An H100 SXM (3352 GB/s) keeps the light kernel's 512 threads, so bf16 H 16384 takes it; an
+  // H200 (4915 GB/s) caps it at 256, and H 16384 goes to the 8-pack kernel.
+  const Tuning t;
+  EXPECT_EQ(light_fwd_max_row_threads(3352, t), 512);
+  EXPECT_EQ(light_fwd_max_row_threads(4915, t), 256);
+  EXPECT_EQ(light_fwd_max_row_threads(0, t), 512);  // no memory clock reported
+  // The cap never raises an explicit limit: fwd_light_max_row_threads=0 turns the kernel off on
+  // every GPU.
+  Tuning off;
+  off.fwd_light_max_row_threads = 0;
+  EXPECT_EQ(light_fwd_max_row_threads(4915, off), 0);
+  Tuning wide;
+  wide.fwd_light_max_row_threads_fast_memory = 512;
+  EXPECT_EQ(light_fwd_max_row_threads(4915, wide), 512);
+}
+
+TEST(RmsNormCudaLayout, TwoPassForwardUnrollByRowLength) {
+  // 2 packs a thread up to 48 KB rows (bf16 H 24576), 4 above; a set unroll applies to every row.
+  const Tuning t;
+  EXPECT_EQ(fwd_two_pass_unroll_for(24576, 2, t), 2);
+  EXPECT_EQ(fwd_two_pass_unroll_for(24576 + 8, 2, t), 4);
+  EXPECT_EQ(fwd_two_pass_unroll_for(32768, 2, t), 4);
+  EXPECT_EQ(fwd_two_pass_unroll_for(12288, 4, t), 2);
+  EXPECT_EQ(fwd_two_pass_unroll_for(65536, 2, t), 4);
+  for (int fixed : {2, 4}) {
+    Tuning f;
+    f.fwd_two_pass_unroll = fixed;
+    EXPECT_EQ(fwd_two_pass_unroll_for(24576, 2, f), fixed);
+    EXPECT_EQ(fwd_two_pass_unroll_for(65536, 2, f), fixed);
+  }
 }
 
 TEST(RmsNormCudaLayout, TwoPassForwardOnlyForRowsWhoseResidentCopiesFitL2) {
@@ -319,7 +350,8 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
       "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=0,"
       "fwd_prefetch=1,cluster_exchange=0,dw_wave_sms=7,bwd_cluster_slice_above=4,"
-      "fwd_two_pass_l2_hints=0,finish_vector=1,fwd_two_pass_unroll=2");
+      "fwd_two_pass_l2_hints=0,finish_vector=1,fwd_two_pass_unroll=2,fast_memory_gbps=3000,"
+      "fwd_light_max_row_threads_fast_memory=128,fwd_two_pass_unroll2_max_row_bytes=1024");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
@@ -333,6 +365,9 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_FALSE(t.fwd_two_pass_l2_hints);
   EXPECT_TRUE(t.finish_vector);
   EXPECT_EQ(t.fwd_two_pass_unroll, 2);
+  EXPECT_EQ(t.fast_memory_gbps, 3000);
+  EXPECT_EQ(t.fwd_light_max_row_threads_fast_memory, 128);
+  EXPECT_EQ(t.fwd_two_pass_unroll2_max_row_bytes, 1024);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
@@ -349,7 +384,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
       {"fwd_two_pass_l2_hints=2", "fwd_two_pass_l2_hints", "0 or 1"},
       {"finish_vector=4", "finish_vector", "0 or 1"},
-      {"fwd_two_pass_unroll=3", "fwd_two_pass_unroll", "2 or 4"},
+      {"fwd_two_pass_unroll=3", "fwd_two_pass_unroll", "0 (by row length), 2 or 4"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},
       {"finish_tree=1", "finish_tree", "a key of struct Tuning"},

@@ -29,6 +29,15 @@ inline DeviceInfo device_info(int device) {
   return info;
 }
 
+// Peak DRAM bandwidth of `device` in GB/s: two transfers a memory clock over the bus (H100 SXM
+// 3352, H200 4915); 0 where the runtime reports no memory clock.
+inline std::int64_t peak_memory_gbps(int device) {
+  int clock_khz = 0, bus_bits = 0;
+  TIGON_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device));
+  TIGON_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
+  return std::int64_t{clock_khz} * bus_bits / 4'000'000;
+}
+
 // True when `kernel` runs on the current device from code compiled for sm_90 or newer, so kernels
 // of its translation unit may be launched as thread-block clusters (false when only older code,
 // e.g. compute_80 PTX JIT-compiled for a newer GPU, is present).

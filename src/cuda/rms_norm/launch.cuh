@@ -121,8 +121,9 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   p.split = split_row(a.hidden / P, fwd_policy(a.hidden, kXSize, clusters, tuning));
   if (p.split.two_pass) {
     p.l2_hints = tuning.fwd_two_pass_l2_hints;
-    launch_kernel(tuning.fwd_two_pass_unroll == 2 ? rms_norm_fwd_two_pass_kernel<Math, P, 2>
-                                                  : rms_norm_fwd_two_pass_kernel<Math, P, 4>,
+    launch_kernel(fwd_two_pass_unroll_for(a.hidden, kXSize, tuning) == 2
+                      ? rms_norm_fwd_two_pass_kernel<Math, P, 2>
+                      : rms_norm_fwd_two_pass_kernel<Math, P, 4>,
                   std::min(a.rows, kMaxGridBlocks), dim3(kTwoPassThreads), 0, 1, stream, p);
     return;
   }
@@ -143,7 +144,9 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   // past its tolerance (2026-12-05; the rows differ from the CPU backend's by the same 1-2 ulp
   // either way).
   if constexpr (P > 1 && sizeof(X) == 2) {
-    const RowSplit light = light_fwd_split(a.hidden / P, a.hidden, kXSize, clusters, tuning);
+    const RowSplit light =
+        light_fwd_split(a.hidden / P, a.hidden, kXSize, clusters,
+                        light_fwd_max_row_threads(peak_memory_gbps(device), tuning), tuning);
     if (light.packs > 0) {
       p.split = light;
       launch_fwd_rows(tuning.fwd_light_packs_per_thread == 2 ? rms_norm_fwd_kernel<Math, P, 2>

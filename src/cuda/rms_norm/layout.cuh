@@ -54,6 +54,13 @@ struct Tuning {
   // past one CTA (clusters) it is slower (docs/benchmarks.md, 2026-12-05).
   int fwd_light_max_row_threads = kMaxRowThreads;
   int fwd_light_packs_per_thread = 4;
+  // GPUs whose peak DRAM bandwidth (memory clock x bus width, device attributes) is at least
+  // fast_memory_gbps cap the light kernel at fwd_light_max_row_threads_fast_memory threads a row:
+  // an H200 (4.9 TB/s) ran bf16 H 16384 at 84-86% of the copy ceiling with the 8-pack kernel
+  // (256 threads) against 75-78% with the light one (512 threads), where an H100 (3.35 TB/s) ran
+  // 96% against 86% (2026-12-06; docs/benchmarks.md).
+  std::int64_t fast_memory_gbps = 4000;
+  int fwd_light_max_row_threads_fast_memory = 256;
   // At least this many threads a row (fewer packs each) where the row has enough packs: short
   // rows then spread over more, lighter CTAs.
   int fwd_min_row_threads = 1;
@@ -71,11 +78,15 @@ struct Tuning {
   std::int64_t fwd_two_pass_max_row_bytes = 131072;
   bool fwd_two_pass_l2_hints = true;
   // Packs in flight per thread in the two-pass forward: 4 (62 registers, two 512-thread CTAs an SM:
-  // 50% occupancy) or 2 (40 registers, three CTAs). Inductor's kernel for the same rows keeps
-  // twice our warps resident and reaches 88% of DRAM peak against our 83% (ncu, H100, 4096 x
-  // 32768, 2026-12-06). Yet 2 lost 8 to 13 points of the copy ceiling at 32768-65536 on an H100
-  // (2026-12-06 night; +2 at 24576): 4.
-  int fwd_two_pass_unroll = 4;
+  // 50% occupancy) or 2 (40 registers, three CTAs: a third more rows resident, so a third more of
+  // them to keep in L2 for their second read); 0: 2 for rows of at most
+  // fwd_two_pass_unroll2_max_row_bytes, else 4. Inductor's kernel for the same rows keeps twice
+  // our warps resident and reaches 88% of DRAM peak against our 83% (ncu, H100, 4096 x 32768,
+  // 2026-12-06). 2 against 4, % of the copy ceiling (2026-12-06): bf16 H 24576 (48 KB rows) H100
+  // 94 against 92, H200 82 against 75-76; H 32768 H100 -10, H200 +1; 49152-65536 H100 -8 to -13,
+  // H200 -4 to -8.
+  int fwd_two_pass_unroll = 0;
+  std::int64_t fwd_two_pass_unroll2_max_row_bytes = 49152;
   // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
   // from 32768 it took 4096 x 32768 from 71% to 42%: off). It re-reads dy and x per chunk of 32
   // rows, one CTA a dW group; L2 hints with chunks of 1 or 2 rows and 264 groups did not save it
@@ -241,6 +252,13 @@ inline bool fwd_two_pass(std::int64_t hidden, int x_size, const Tuning& t) {
   return hidden >= t.fwd_two_pass_min_hidden && hidden * x_size <= t.fwd_two_pass_max_row_bytes;
 }
 
+// Packs in flight per thread of the two-pass forward for rows of `hidden` elements of `x_size`
+// bytes: 2 or 4 (Tuning::fwd_two_pass_unroll).
+inline int fwd_two_pass_unroll_for(std::int64_t hidden, int x_size, const Tuning& t) {
+  if (t.fwd_two_pass_unroll != 0) return t.fwd_two_pass_unroll;
+  return hidden * x_size <= t.fwd_two_pass_unroll2_max_row_bytes ? 2 : 4;
+}
+
 inline SplitPolicy fwd_policy(std::int64_t hidden, int x_size, bool clusters, const Tuning& t,
                               int packs_per_thread = kFwdPacksPerThread) {
   return {packs_per_thread,
@@ -318,16 +336,24 @@ inline int finish_columns(std::int64_t hidden, const Tuning& t) {
   return hidden <= 2048 ? 8 : 32;
 }
 
+// The most threads a row of the light forward kernel on a GPU of `memory_gbps` peak DRAM
+// bandwidth (0: never the light kernel).
+inline int light_fwd_max_row_threads(std::int64_t memory_gbps, const Tuning& t) {
+  return memory_gbps >= t.fast_memory_gbps
+             ? std::min(t.fwd_light_max_row_threads, t.fwd_light_max_row_threads_fast_memory)
+             : t.fwd_light_max_row_threads;
+}
+
 // The light forward kernel's split of `packs` packs a row, where one CTA holds the row that way
-// (no cluster, no two passes) in at most t.fwd_light_max_row_threads threads; else packs == 0 in
-// the result (also when that limit is 0) and the 8-pack kernel serves the rows.
+// (no cluster, no two passes) in at most max_row_threads threads
+// (light_fwd_max_row_threads); else packs == 0 in the result (also when that limit is 0) and the
+// 8-pack kernel serves the rows.
 inline RowSplit light_fwd_split(std::int64_t packs, std::int64_t hidden, int x_size, bool clusters,
-                                const Tuning& t) {
-  if (t.fwd_light_max_row_threads == 0) return {};
+                                int max_row_threads, const Tuning& t) {
+  if (max_row_threads == 0) return {};
   const RowSplit s =
       split_row(packs, fwd_policy(hidden, x_size, clusters, t, t.fwd_light_packs_per_thread));
-  const bool fits =
-      !s.two_pass && s.slices == 1 && s.threads_per_row <= t.fwd_light_max_row_threads;
+  const bool fits = !s.two_pass && s.slices == 1 && s.threads_per_row <= max_row_threads;
   return fits ? s : RowSplit{};
 }
 

@@ -67,8 +67,14 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
   } else if (key == "fwd_two_pass_max_row_bytes") {
     t.fwd_two_pass_max_row_bytes = v;
   } else if (key == "fwd_two_pass_unroll") {
-    require(v == 2 || v == 4, "2 or 4");
+    require(v == 0 || v == 2 || v == 4, "0 (by row length), 2 or 4");
     t.fwd_two_pass_unroll = static_cast<int>(v);
+  } else if (key == "fwd_two_pass_unroll2_max_row_bytes") {
+    t.fwd_two_pass_unroll2_max_row_bytes = v;
+  } else if (key == "fast_memory_gbps") {
+    t.fast_memory_gbps = v;
+  } else if (key == "fwd_light_max_row_threads_fast_memory") {
+    t.fwd_light_max_row_threads_fast_memory = static_cast<int>(v);
   } else if (key == "bwd_two_pass_min_hidden") {
     t.bwd_two_pass_min_hidden = v;
   } else if (key == "max_dw_groups") {
