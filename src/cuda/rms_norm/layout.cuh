@@ -58,7 +58,7 @@ struct Tuning {
   // fast_memory_gbps cap the light kernel at fwd_light_max_row_threads_fast_memory threads a row:
   // an H200 (4.9 TB/s) ran bf16 H 16384 at 84-86% of the copy ceiling with the 8-pack kernel
   // (256 threads) against 75-78% with the light one (512 threads), where an H100 (3.35 TB/s) ran
-  // 96% against 86% (2026-12-06; docs/benchmarks.md).
+  // 95-96% against 87-88% (2026-12-06; docs/benchmarks.md).
   std::int64_t fast_memory_gbps = 4000;
   int fwd_light_max_row_threads_fast_memory = 256;
   // At least this many threads a row (fewer packs each) where the row has enough packs: short
