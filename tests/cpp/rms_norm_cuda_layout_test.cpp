@@ -351,7 +351,8 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
       "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=0,"
       "fwd_prefetch=1,cluster_exchange=0,dw_wave_sms=7,bwd_cluster_slice_above=4,"
       "fwd_two_pass_l2_hints=0,finish_vector=1,fwd_two_pass_unroll=2,fast_memory_gbps=3000,"
-      "fwd_light_max_row_threads_fast_memory=128,fwd_two_pass_unroll2_max_row_bytes=1024");
+      "fwd_light_max_row_threads_fast_memory=128,fwd_two_pass_unroll2_max_row_bytes=1024,"
+      "fwd_two_pass_threads=1024");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
@@ -368,6 +369,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_EQ(t.fast_memory_gbps, 3000);
   EXPECT_EQ(t.fwd_light_max_row_threads_fast_memory, 128);
   EXPECT_EQ(t.fwd_two_pass_unroll2_max_row_bytes, 1024);
+  EXPECT_EQ(t.fwd_two_pass_threads, 1024);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
@@ -385,6 +387,7 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"fwd_two_pass_l2_hints=2", "fwd_two_pass_l2_hints", "0 or 1"},
       {"finish_vector=4", "finish_vector", "0 or 1"},
       {"fwd_two_pass_unroll=3", "fwd_two_pass_unroll", "0 (by row length), 2 or 4"},
+      {"fwd_two_pass_threads=256", "fwd_two_pass_threads", "512 or 1024"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},
       {"finish_tree=1", "finish_tree", "a key of struct Tuning"},

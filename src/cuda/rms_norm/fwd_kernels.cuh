@@ -169,9 +169,10 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(
 // the second "evict first", so the streaming writes of y do not push rows still to be re-read out.
 // kUnroll packs in flight per thread: 4 (62 registers, two CTAs an SM) or 2 (40 registers without
 // spills, three CTAs an SM: more rows in flight at once, fewer bytes each; Tuning::
-// fwd_two_pass_unroll).
-template <typename Math, int P, int kUnroll>
-__global__ void __launch_bounds__(kTwoPassThreads, kUnroll >= 4 ? 2 : 3)
+// fwd_two_pass_unroll). kThreads 1024 with 1 pack a thread (32 registers, two CTAs an SM: every
+// warp slot filled, as Inductor's kernel for these rows; Tuning::fwd_two_pass_threads).
+template <typename Math, int P, int kUnroll, int kThreads = kTwoPassThreads>
+__global__ void __launch_bounds__(kThreads, kThreads >= 1024 || kUnroll >= 4 ? 2 : 3)
     rms_norm_fwd_two_pass_kernel(const FwdParams p) {
   using T = MathTraits<Math>;
   using X = typename T::X;
@@ -180,7 +181,7 @@ __global__ void __launch_bounds__(kTwoPassThreads, kUnroll >= 4 ? 2 : 3)
   const std::int64_t packs = p.split.packs;
   const std::int64_t step = static_cast<std::int64_t>(blockDim.x);
 
-  __shared__ float warp_sums[2][kTwoPassThreads / kWarpSize];
+  __shared__ float warp_sums[2][kThreads / kWarpSize];
   const std::uint64_t reread = p.l2_hints ? l2_evict_last_policy() : l2_evict_normal_policy();
   const std::uint64_t last_read = p.l2_hints ? l2_evict_first_policy() : l2_evict_normal_policy();
   int parity = 0;

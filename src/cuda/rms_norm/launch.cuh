@@ -121,10 +121,16 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   p.split = split_row(a.hidden / P, fwd_policy(a.hidden, kXSize, clusters, tuning));
   if (p.split.two_pass) {
     p.l2_hints = tuning.fwd_two_pass_l2_hints;
+    const std::int64_t grid = std::min(a.rows, kMaxGridBlocks);
+    if (tuning.fwd_two_pass_threads == 1024) {
+      launch_kernel(rms_norm_fwd_two_pass_kernel<Math, P, 1, 1024>, grid, dim3(1024), 0, 1, stream,
+                    p);
+      return;
+    }
     launch_kernel(fwd_two_pass_unroll_for(a.hidden, kXSize, tuning) == 2
                       ? rms_norm_fwd_two_pass_kernel<Math, P, 2>
                       : rms_norm_fwd_two_pass_kernel<Math, P, 4>,
-                  std::min(a.rows, kMaxGridBlocks), dim3(kTwoPassThreads), 0, 1, stream, p);
+                  grid, dim3(kTwoPassThreads), 0, 1, stream, p);
     return;
   }
   if constexpr (sizeof(X) * P == 16) {

@@ -87,6 +87,11 @@ struct Tuning {
   // H200 -4 to -8.
   int fwd_two_pass_unroll = 0;
   std::int64_t fwd_two_pass_unroll2_max_row_bytes = 49152;
+  // 1024: the two-pass forward in 1024-thread CTAs with one pack a thread in flight (32
+  // registers, two CTAs an SM, Inductor's shape for these rows), whatever fwd_two_pass_unroll says;
+  // 512: as above. On the H200 Inductor's forward reaches 98-101% of the copy ceiling at bf16
+  // H 16384-32768 against our 77-83% (2026-12-06). Off until measured.
+  int fwd_two_pass_threads = kTwoPassThreads;
   // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
   // from 32768 it took 4096 x 32768 from 71% to 42%: off). It re-reads dy and x per chunk of 32
   // rows, one CTA a dW group; L2 hints with chunks of 1 or 2 rows and 264 groups did not save it

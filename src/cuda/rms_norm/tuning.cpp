@@ -69,6 +69,9 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
   } else if (key == "fwd_two_pass_unroll") {
     require(v == 0 || v == 2 || v == 4, "0 (by row length), 2 or 4");
     t.fwd_two_pass_unroll = static_cast<int>(v);
+  } else if (key == "fwd_two_pass_threads") {
+    require(v == kTwoPassThreads || v == 1024, "512 or 1024");
+    t.fwd_two_pass_threads = static_cast<int>(v);
   } else if (key == "fwd_two_pass_unroll2_max_row_bytes") {
     t.fwd_two_pass_unroll2_max_row_bytes = v;
   } else if (key == "fast_memory_gbps") {
