@@ -388,6 +388,8 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"finish_vector=4", "finish_vector", "0 or 1"},
       {"fwd_two_pass_unroll=3", "fwd_two_pass_unroll", "0 (by row length), 2 or 4"},
       {"fwd_two_pass_threads=256", "fwd_two_pass_threads", "512 or 1024"},
+      {"fwd_light_max_row_threads_fast_memory=513", "fwd_light_max_row_threads_fast_memory",
+       "0 to 512"},
       {"dw_wave_sms=5000", "dw_wave_sms", "up to 4096"},
       {"fwd_two_pass_max_row_bytes=-1", "fwd_two_pass_max_row_bytes", "a non-negative integer"},
       {"finish_tree=1", "finish_tree", "a key of struct Tuning"},

@@ -23,6 +23,22 @@ bool* switch_of(Tuning& t, std::string_view key) {
   return nullptr;
 }
 
+// The key `key` of `t` that takes any non-negative count (the parser rejects negatives), or
+// nullptr for any other key.
+std::int64_t* count_of(Tuning& t, std::string_view key) {
+  if (key == "fwd_two_pass_min_hidden") return &t.fwd_two_pass_min_hidden;
+  if (key == "fwd_two_pass_max_row_bytes") return &t.fwd_two_pass_max_row_bytes;
+  if (key == "fwd_two_pass_unroll2_max_row_bytes") return &t.fwd_two_pass_unroll2_max_row_bytes;
+  if (key == "fast_memory_gbps") return &t.fast_memory_gbps;
+  if (key == "bwd_two_pass_min_hidden") return &t.bwd_two_pass_min_hidden;
+  if (key == "max_dw_groups") return &t.max_dw_groups;
+  if (key == "max_dw_partial_bytes") return &t.max_dw_partial_bytes;
+  if (key == "min_dw_groups") return &t.min_dw_groups;
+  if (key == "min_rows_per_dw_group") return &t.min_rows_per_dw_group;
+  if (key == "min_elements_per_dw_group") return &t.min_elements_per_dw_group;
+  return nullptr;
+}
+
 void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_t v) {
   // Throws an Error naming the key, what it takes and the value given, unless `ok`.
   const auto require = [&](bool ok, std::string_view expected) {
@@ -31,6 +47,8 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
   if (bool* on = switch_of(t, key)) {
     require(v == 0 || v == 1, "0 or 1");
     *on = v == 1;
+  } else if (std::int64_t* count = count_of(t, key)) {
+    *count = v;
   } else if (key == "fwd_block_threads") {
     t.fwd_block_threads = static_cast<int>(v);
   } else if (key == "bwd_block_threads") {
@@ -62,34 +80,15 @@ void set(std::string_view variable, Tuning& t, std::string_view key, std::int64_
   } else if (key == "bwd_prefetch") {
     require(v >= 0 && v <= 2, "0, 1 (all rows) or 2 (rows over clusters)");
     t.bwd_prefetch = static_cast<int>(v);
-  } else if (key == "fwd_two_pass_min_hidden") {
-    t.fwd_two_pass_min_hidden = v;
-  } else if (key == "fwd_two_pass_max_row_bytes") {
-    t.fwd_two_pass_max_row_bytes = v;
   } else if (key == "fwd_two_pass_unroll") {
     require(v == 0 || v == 2 || v == 4, "0 (by row length), 2 or 4");
     t.fwd_two_pass_unroll = static_cast<int>(v);
   } else if (key == "fwd_two_pass_threads") {
     require(v == kTwoPassThreads || v == 1024, "512 or 1024");
     t.fwd_two_pass_threads = static_cast<int>(v);
-  } else if (key == "fwd_two_pass_unroll2_max_row_bytes") {
-    t.fwd_two_pass_unroll2_max_row_bytes = v;
-  } else if (key == "fast_memory_gbps") {
-    t.fast_memory_gbps = v;
   } else if (key == "fwd_light_max_row_threads_fast_memory") {
+    require(v <= kMaxRowThreads, "0 to 512");
     t.fwd_light_max_row_threads_fast_memory = static_cast<int>(v);
-  } else if (key == "bwd_two_pass_min_hidden") {
-    t.bwd_two_pass_min_hidden = v;
-  } else if (key == "max_dw_groups") {
-    t.max_dw_groups = v;
-  } else if (key == "max_dw_partial_bytes") {
-    t.max_dw_partial_bytes = v;
-  } else if (key == "min_dw_groups") {
-    t.min_dw_groups = v;
-  } else if (key == "min_rows_per_dw_group") {
-    t.min_rows_per_dw_group = v;
-  } else if (key == "min_elements_per_dw_group") {
-    t.min_elements_per_dw_group = v;
   } else if (key == "dw_wave_sms") {
     require(v >= 0 && v <= 4096, "0 (off) or a number of SMs up to 4096");
     t.dw_wave_sms = static_cast<int>(v);
