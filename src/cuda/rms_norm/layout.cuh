@@ -90,7 +90,9 @@ struct Tuning {
   // 1024: the two-pass forward in 1024-thread CTAs with one pack a thread in flight (32
   // registers, two CTAs an SM, Inductor's shape for these rows), whatever fwd_two_pass_unroll says;
   // 512: as above. On the H200 Inductor's forward reaches 98-101% of the copy ceiling at bf16
-  // H 16384-32768 against our 77-83% (2026-12-06). Off until measured.
+  // H 16384-32768 against our 77-83% (2026-12-06). Off: on an H100 (2026-12-06, the tests passed on
+  // it) it lost 10 and 8 points at bf16 8192 x 24576 and 4096 x 32768 (84 and 86% against 94),
+  // and 3 at 1024 x 65536; rows shorter than a CTA's 1024 packs idle most of its threads.
   int fwd_two_pass_threads = kTwoPassThreads;
   // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
   // from 32768 it took 4096 x 32768 from 71% to 42%: off). It re-reads dy and x per chunk of 32
