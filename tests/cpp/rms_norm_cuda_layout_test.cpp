@@ -330,6 +330,11 @@ TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {
   fixed.finish_columns = 16;
   EXPECT_EQ(finish_columns(1024, fixed), 16);
   EXPECT_EQ(finish_columns(65536, fixed), 16);
+  // The vector form from 32768 elements a row by default; 0 takes it for every row.
+  EXPECT_FALSE(finish_vector(16384, defaults));
+  EXPECT_TRUE(finish_vector(32768, defaults));
+  fixed.finish_vector_min_hidden = 0;
+  EXPECT_TRUE(finish_vector(1024, fixed));
 }
 
 // TIGON_RMS_NORM_TUNING's parser (tuning() reads the real variable once per process).
@@ -350,7 +355,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
       "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=0,"
       "fwd_prefetch=1,cluster_exchange=0,dw_wave_sms=7,bwd_cluster_slice_above=4,"
-      "fwd_two_pass_l2_hints=0,finish_vector=1,fwd_two_pass_unroll=2,fast_memory_gbps=3000,"
+      "fwd_two_pass_l2_hints=0,finish_vector_min_hidden=4096,fwd_two_pass_unroll=2,fast_memory_gbps=3000,"
       "fwd_light_max_row_threads_fast_memory=128,fwd_two_pass_unroll2_max_row_bytes=1024,"
       "fwd_two_pass_threads=1024");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
@@ -364,7 +369,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_EQ(t.dw_wave_sms, 7);
   EXPECT_EQ(t.bwd_cluster_slice_above, 4);
   EXPECT_FALSE(t.fwd_two_pass_l2_hints);
-  EXPECT_TRUE(t.finish_vector);
+  EXPECT_EQ(t.finish_vector_min_hidden, 4096);
   EXPECT_EQ(t.fwd_two_pass_unroll, 2);
   EXPECT_EQ(t.fast_memory_gbps, 3000);
   EXPECT_EQ(t.fwd_light_max_row_threads_fast_memory, 128);
@@ -385,7 +390,8 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"bwd_cluster_slice_above=0", "bwd_cluster_slice_above", "1 to 8"},
       {"cluster_exchange=2", "cluster_exchange", "0 or 1"},
       {"fwd_two_pass_l2_hints=2", "fwd_two_pass_l2_hints", "0 or 1"},
-      {"finish_vector=4", "finish_vector", "0 or 1"},
+      {"finish_vector=1", "finish_vector", "a key of struct Tuning"},
+      {"finish_vector_min_hidden=-1", "finish_vector_min_hidden", "a non-negative integer"},
       {"fwd_two_pass_unroll=3", "fwd_two_pass_unroll", "0 (by row length), 2 or 4"},
       {"fwd_two_pass_threads=256", "fwd_two_pass_threads", "512 or 1024"},
       {"fwd_light_max_row_threads_fast_memory=513", "fwd_light_max_row_threads_fast_memory",

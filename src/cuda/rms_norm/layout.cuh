@@ -152,12 +152,15 @@ struct Tuning {
   // columns), at the price of shorter memory segments: on an H200, 8 took the 4096x1024 backward
   // from 29% to 32% of the copy ceiling and 1024x65536 from 35% to 30%.
   int finish_columns = 0;
-  // The finishing kernel adds 4 adjacent columns a thread with 16-byte loads (same bits, a quarter
-  // of the threads: more CTAs resident, fewer instructions); its scalar form otherwise. Under
-  // Nsight Compute on an H100 the scalar kernel took 6.0 us of the 4096 x 1024 backward (30%) and
-  // 18.8 us of 1024 x 65536's (9%), latency-bound. Off: on an H100 (2026-12-06 night) the vector
-  // form gained 1-2 points of the copy ceiling at H >= 32768 and lost 6-7 at H 1024.
-  bool finish_vector = false;
+  // Rows of at least this many elements have the finishing kernel add 4 adjacent columns a thread
+  // with 16-byte loads (same bits, a quarter of the threads: more CTAs resident, fewer
+  // instructions); shorter rows its scalar form (0: every row the vector form). Under Nsight
+  // Compute on an H100 the scalar kernel took 6.0 us of the 4096 x 1024 backward (30%) and 18.8 us
+  // of 1024 x 65536's (9%), latency-bound. The vector form, % of the copy ceiling (backward):
+  // H100 1024 x 65536 +6 (74 against 68, 2026-12-06 late), +1-2 at H >= 32768 (2026-12-06
+  // night), -6-7 at H 1024; H200 (2026-12-06) +2-3 at 65536, +1 at 49152, 0-2 at 32768, 0 at
+  // 24576, -4 at 16384 x 1024 and 4096 x 1024.
+  std::int64_t finish_vector_min_hidden = 32768;
 };
 
 // The process's tuning: the defaults above, or TIGON_RMS_NORM_TUNING's (read once; tuning.cpp).
@@ -341,6 +344,12 @@ inline DwGroups dw_groups(std::int64_t rows, std::int64_t hidden, int x_size, co
 inline int finish_columns(std::int64_t hidden, const Tuning& t) {
   if (t.finish_columns != 0) return t.finish_columns;
   return hidden <= 2048 ? 8 : 32;
+}
+
+// Whether the finishing kernel takes 4 columns a thread (16-byte loads) for rows of `hidden`
+// elements, where the partials' alignment allows (rms_norm.cu checks that).
+inline bool finish_vector(std::int64_t hidden, const Tuning& t) {
+  return hidden >= t.finish_vector_min_hidden;
 }
 
 // The most threads a row of the light forward kernel on a GPU of `memory_gbps` peak DRAM

@@ -28,7 +28,7 @@ void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream)
   const int columns = finish_columns(a.hidden, tuning());
   const std::int64_t tiles = std::min(ceil_div(a.hidden, columns), kMaxGridBlocks);
   const auto* partials = static_cast<const float*>(a.workspace);
-  const bool vector = tuning().finish_vector && a.hidden % 4 == 0 &&
+  const bool vector = finish_vector(a.hidden, tuning()) && a.hidden % 4 == 0 &&
                       reinterpret_cast<std::uintptr_t>(partials) % 16 == 0;
   detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
     using W = typename decltype(w_tag)::type;

@@ -19,7 +19,6 @@ bool* switch_of(Tuning& t, std::string_view key) {
   if (key == "clusters") return &t.clusters;
   if (key == "cluster_exchange") return &t.cluster_exchange;
   if (key == "fwd_two_pass_l2_hints") return &t.fwd_two_pass_l2_hints;
-  if (key == "finish_vector") return &t.finish_vector;
   return nullptr;
 }
 
@@ -36,6 +35,7 @@ std::int64_t* count_of(Tuning& t, std::string_view key) {
   if (key == "min_dw_groups") return &t.min_dw_groups;
   if (key == "min_rows_per_dw_group") return &t.min_rows_per_dw_group;
   if (key == "min_elements_per_dw_group") return &t.min_elements_per_dw_group;
+  if (key == "finish_vector_min_hidden") return &t.finish_vector_min_hidden;
   return nullptr;
 }
 
