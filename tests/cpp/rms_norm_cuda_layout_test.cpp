@@ -355,8 +355,9 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
       "fwd_light_packs_per_thread=2,finish_columns=16,fwd_two_pass_max_row_bytes=128,"
       "fwd_light_max_row_threads=0,finish_columns=8,clusters=0,bwd_prefetch=1,dw_wave_sms=0,"
       "fwd_prefetch=1,cluster_exchange=0,dw_wave_sms=7,bwd_cluster_slice_above=4,"
-      "fwd_two_pass_l2_hints=0,finish_vector_min_hidden=4096,fwd_two_pass_unroll=2,fast_memory_gbps=3000,"
-      "fwd_light_max_row_threads_fast_memory=128,fwd_two_pass_unroll2_max_row_bytes=1024,"
+      "fwd_two_pass_l2_hints=0,finish_vector_min_hidden=4096,fwd_two_pass_unroll=2,"
+      "fast_memory_gbps=3000,fwd_light_max_row_threads_fast_memory=128,"
+      "fwd_two_pass_unroll2_max_row_bytes=1024,"
       "fwd_two_pass_threads=1024");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);

@@ -17,8 +17,9 @@ namespace tigon::cuda::rms_norm {
 // kFinishThreads; the column tile (finish_columns in layout.cuh: 8 for rows up to 2048 elements,
 // else 32, unless tuned) is a function of the row length and the tuning alone, so dW's bits stay
 // a function of the shape. Each thread adds kLanes adjacent columns: 1, or 4 with one 16-byte load
-// a partial row (finish_vector in layout.cuh; partials 16-byte aligned, hidden a multiple of 4), which
-// adds the same terms in the same order, so gives the same bits with a quarter of the threads.
+// a partial row (finish_vector in layout.cuh; partials 16-byte aligned, hidden a multiple of 4),
+// which adds the same terms in the same order, so gives the same bits with a quarter of the
+// threads.
 inline constexpr int kFinishThreads = 1024;
 
 template <typename W, int kLanes>
