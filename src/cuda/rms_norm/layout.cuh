@@ -157,9 +157,9 @@ struct Tuning {
   // instructions); shorter rows its scalar form (0: every row the vector form). Under Nsight
   // Compute on an H100 the scalar kernel took 6.0 us of the 4096 x 1024 backward (30%) and 18.8 us
   // of 1024 x 65536's (9%), latency-bound. The vector form, % of the copy ceiling (backward):
-  // H100 1024 x 65536 +6 (74 against 68, 2026-12-06 late), +1-2 at H >= 32768 (2026-12-06
-  // night), -6-7 at H 1024; H200 (2026-12-06) +2-3 at 65536, +1 at 49152, 0-2 at 32768, 0 at
-  // 24576, -4 at 16384 x 1024 and 4096 x 1024.
+  // H100 (2026-12-06) +1 at bf16 4096 x 32768, +2 at 2048 x 49152, +3 at 1024 x 65536 (74
+  // against 71), -5 to -7 at H 1024; H200 (2026-12-06) +2-3 at 65536, +1 at 49152, 0-2 at 32768,
+  // 0 at 24576, -4 at 16384 x 1024 and 4096 x 1024.
   std::int64_t finish_vector_min_hidden = 32768;
 };
 
