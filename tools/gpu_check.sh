@@ -116,9 +116,22 @@ ctest_gpu() {
 # memcheck: every CUDA test but the >2^31-element ones (minutes under the tool) and the deliberate
 # invalid-device error; racecheck (slower): the small and edge-case ones. Racecheck runs in the
 # background beside the GPU tests and memcheck (each tool is bound by its own host-side work).
+# The RMSNorm kernels that only a tuning selects (off by default) under memcheck too, one tuning
+# (TIGON_RMS_NORM_TUNING value) a run: the wide forward and the 1024-thread two-pass forward.
+MEMCHECK_RMS_NORM_TUNINGS=(
+  "fwd_wide_min_hidden=1"
+  "fwd_two_pass_min_hidden=1,fwd_two_pass_max_row_bytes=1099511627776,fwd_two_pass_threads=1024"
+)
 memcheck() {
   compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/tigon_cuda_tests" \
-    --gtest_filter="${GPU_CHECK_MEMCHECK_FILTER:-*}-*Huge*:*InvalidDevice*"
+    --gtest_filter="${GPU_CHECK_MEMCHECK_FILTER:-*}-*Huge*:*InvalidDevice*" || return 1
+  local tuning
+  for tuning in "${MEMCHECK_RMS_NORM_TUNINGS[@]}"; do
+    echo "=== memcheck with TIGON_RMS_NORM_TUNING=$tuning"
+    TIGON_RMS_NORM_TUNING=$tuning compute-sanitizer --tool memcheck --error-exitcode 1 \
+      "$BUILD/tests/tigon_cuda_tests" --gtest_filter='*RmsNormCuda*-*Huge*:*InvalidDevice*' ||
+      return 1
+  done
 }
 racecheck() {
   compute-sanitizer --tool racecheck --error-exitcode 1 "$BUILD/tests/tigon_cuda_tests" \
