@@ -332,10 +332,11 @@ TEST(RmsNormCudaLayout, WideForwardShapeHoldsTheRowInTheFewestPacksAThread) {
     return std::pair{s.packs_per_thread, s.threads};
   };
   EXPECT_EQ(shape(2048), std::pair(0, 0));  // shorter than fwd_wide_min_hidden
+  // Inductor's warps: 16 up to 8192 elements, 32 above.
   EXPECT_EQ(shape(4096), std::pair(1, 512));
-  EXPECT_EQ(shape(4104), std::pair(1, 1024));
-  EXPECT_EQ(shape(8192), std::pair(1, 1024));
-  EXPECT_EQ(shape(8200), std::pair(2, 1024));  // 1025 packs: 2 a thread, still 1024 threads
+  EXPECT_EQ(shape(4104), std::pair(2, 512));
+  EXPECT_EQ(shape(8192), std::pair(2, 512));
+  EXPECT_EQ(shape(8200), std::pair(2, 1024));
   EXPECT_EQ(shape(12288), std::pair(2, 1024));
   EXPECT_EQ(shape(16384), std::pair(2, 1024));
   EXPECT_EQ(shape(24576), std::pair(4, 1024));

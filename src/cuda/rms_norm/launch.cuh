@@ -109,12 +109,12 @@ void launch_fwd_wide(const WideFwdShape& shape, const FwdParams& p, cudaStream_t
     launch_kernel(rms_norm_fwd_wide_kernel<Math, P, K, kThreads>, grid, dim3(kThreads), 0, 1,
                   stream, p);
   };
-  switch (shape.packs_per_thread) {  // the shapes wide_fwd_shape gives
-    case 1:
-      shape.threads == 512 ? launch.template operator()<1, 512>()
-                           : launch.template operator()<1, 1024>();
+  const bool wide = shape.threads == 1024;
+  switch (shape.packs_per_thread) {  // the shapes wide_fwd_shape gives for 16-bit x
+    case 1: launch.template operator()<1, 512>(); break;
+    case 2:
+      wide ? launch.template operator()<2, 1024>() : launch.template operator()<2, 512>();
       break;
-    case 2: launch.template operator()<2, 1024>(); break;
     default: launch.template operator()<4, 1024>(); break;
   }
 }

@@ -362,10 +362,11 @@ inline bool finish_vector(std::int64_t hidden, const Tuning& t) {
   return hidden >= t.finish_vector_min_hidden;
 }
 
-// The wide forward kernel's shape for rows of `packs` packs (`hidden` elements): 512 threads of
-// one pack for rows of up to 512 packs, else 1024 threads of the fewest packs (1, 2 or 4) that
-// hold the row; {0, 0} where the kernel does not apply (rows shorter than
-// Tuning::fwd_wide_min_hidden, or longer than 1024 x kFwdWidePacksPerThread packs).
+// The wide forward kernel's shape for rows of `packs` packs (`hidden` elements): Inductor's warp
+// count for a persistent reduction of the row (16 warps for rows of up to 8192 elements, 32
+// above; a bf16 pack is 8 elements), with the fewest packs a thread (1, 2 or 4) that hold it;
+// {0, 0} where the kernel does not apply (rows shorter than Tuning::fwd_wide_min_hidden, or
+// longer than 1024 x kFwdWidePacksPerThread packs).
 struct WideFwdShape {
   int packs_per_thread = 0;
   int threads = 0;
@@ -373,9 +374,9 @@ struct WideFwdShape {
 
 inline WideFwdShape wide_fwd_shape(std::int64_t packs, std::int64_t hidden, const Tuning& t) {
   if (hidden < t.fwd_wide_min_hidden) return {};
-  if (packs <= 512) return {1, 512};
+  const int threads = hidden <= 8192 ? 512 : 1024;
   for (int k = 1; k <= kFwdWidePacksPerThread; k *= 2) {
-    if (packs <= std::int64_t{1024} * k) return {k, 1024};
+    if (packs <= std::int64_t{threads} * k) return {k, threads};
   }
   return {};
 }
