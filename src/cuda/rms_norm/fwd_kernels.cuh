@@ -166,7 +166,8 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(
 // Rows one CTA holds in registers, in Inductor's shape (Tuning::fwd_wide_min_hidden): one row a
 // CTA of kThreads threads, pack j of the row in thread j % kThreads, K packs a thread, x read once
 // and kept packed in its 16-bit dtype until used. At most 32 registers: 2048 threads resident an
-// SM, twice the register kernels' 1024, with fewer bytes in flight each. The weight is read after
+// SM, twice the register kernels' 1024, with fewer bytes in flight each (with 4 packs a thread
+// ptxas keeps 24 bytes of bf16 rows on the stack, in L1). The weight is read after
 // the reduction (its packs would not fit beside x). Same sums in another order than the other
 // kernels: rows may differ from theirs in the last bit.
 template <typename Math, int P, int K, int kThreads>
