@@ -117,7 +117,9 @@ ctest_gpu() {
 # invalid-device error; racecheck (slower): the small and edge-case ones. Racecheck runs in the
 # background beside the GPU tests and memcheck (each tool is bound by its own host-side work).
 # The RMSNorm kernels that only a tuning selects (off by default) under memcheck too, one tuning
-# (TIGON_RMS_NORM_TUNING value) a run: the wide forward and the 1024-thread two-pass forward.
+# (TIGON_RMS_NORM_TUNING value) a run: the wide forward and the 1024-thread two-pass forward. The
+# RMSNorm suite without its largest row counts (ManyRows), which the default run covers, so that
+# the whole check stays within its 10 minutes.
 MEMCHECK_RMS_NORM_TUNINGS=(
   "fwd_wide_min_hidden=1"
   "fwd_two_pass_min_hidden=1,fwd_two_pass_max_row_bytes=1099511627776,fwd_two_pass_threads=1024"
@@ -129,7 +131,7 @@ memcheck() {
   for tuning in "${MEMCHECK_RMS_NORM_TUNINGS[@]}"; do
     echo "=== memcheck with TIGON_RMS_NORM_TUNING=$tuning"
     TIGON_RMS_NORM_TUNING=$tuning compute-sanitizer --tool memcheck --error-exitcode 1 \
-      "$BUILD/tests/tigon_cuda_tests" --gtest_filter='*RmsNormCuda*-*Huge*:*InvalidDevice*' ||
+      "$BUILD/tests/tigon_cuda_tests" --gtest_filter='*RmsNormCuda*-*Huge*:*InvalidDevice*:ManyRows/*' ||
       return 1
   done
 }
