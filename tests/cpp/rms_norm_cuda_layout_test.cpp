@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "cuda/rms_norm/layout.cuh"
@@ -322,30 +321,6 @@ TEST(RmsNormCudaLayout, DefaultClusterSlices) {
   EXPECT_TRUE(split_row(65536 / 8, bwd_policy(65536, false, t)).two_pass);
 }
 
-TEST(RmsNormCudaLayout, WideForwardShapeHoldsTheRowInTheFewestPacksAThread) {
-  const Tuning defaults;
-  EXPECT_EQ(wide_fwd_shape(4096, 32768, defaults).threads, 0);  // off by default
-  Tuning t;
-  t.fwd_wide_min_hidden = 4096;
-  const auto shape = [&](std::int64_t hidden) {
-    const WideFwdShape s = wide_fwd_shape(hidden / 8, hidden, t);  // bf16: 8 elements a pack
-    return std::pair{s.packs_per_thread, s.threads};
-  };
-  EXPECT_EQ(shape(2048), std::pair(0, 0));  // shorter than fwd_wide_min_hidden
-  // Inductor's warps: 16 up to 8192 elements, 32 above.
-  EXPECT_EQ(shape(4096), std::pair(1, 512));
-  EXPECT_EQ(shape(4104), std::pair(2, 512));
-  EXPECT_EQ(shape(8192), std::pair(2, 512));
-  EXPECT_EQ(shape(8200), std::pair(2, 1024));
-  EXPECT_EQ(shape(12288), std::pair(2, 1024));
-  EXPECT_EQ(shape(16384), std::pair(2, 1024));
-  EXPECT_EQ(shape(24576), std::pair(4, 1024));
-  EXPECT_EQ(shape(32768), std::pair(4, 1024));
-  EXPECT_EQ(shape(32776), std::pair(0, 0));  // past 4 packs a thread of 1024 threads
-  t.fwd_wide_min_hidden = 1;
-  EXPECT_EQ(shape(8), std::pair(1, 512));
-}
-
 TEST(RmsNormCudaLayout, FinishColumnsNarrowForShortRows) {
   const Tuning defaults;
   EXPECT_EQ(finish_columns(1024, defaults), 8);
@@ -383,7 +358,7 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
       "fwd_two_pass_l2_hints=0,finish_vector_min_hidden=4096,fwd_two_pass_unroll=2,"
       "fast_memory_gbps=3000,fwd_light_max_row_threads_fast_memory=128,"
       "fwd_two_pass_unroll2_max_row_bytes=1024,"
-      "fwd_two_pass_threads=1024,fwd_wide_min_hidden=8192");
+      "fwd_two_pass_threads=1024");
   EXPECT_EQ(t.fwd_light_packs_per_thread, 2);
   EXPECT_EQ(t.fwd_two_pass_max_row_bytes, 128);
   EXPECT_EQ(t.fwd_light_max_row_threads, 0);
@@ -401,7 +376,6 @@ TEST_F(RmsNormTuningFromEnvironment, KeysApplyInOrder) {
   EXPECT_EQ(t.fwd_light_max_row_threads_fast_memory, 128);
   EXPECT_EQ(t.fwd_two_pass_unroll2_max_row_bytes, 1024);
   EXPECT_EQ(t.fwd_two_pass_threads, 1024);
-  EXPECT_EQ(t.fwd_wide_min_hidden, 8192);
 }
 
 TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
@@ -419,7 +393,6 @@ TEST_F(RmsNormTuningFromEnvironment, BadInputNamesTheKeyAndWhatItTakes) {
       {"fwd_two_pass_l2_hints=2", "fwd_two_pass_l2_hints", "0 or 1"},
       {"finish_vector=1", "finish_vector", "a key of struct Tuning"},
       {"finish_vector_min_hidden=-1", "finish_vector_min_hidden", "a non-negative integer"},
-      {"fwd_wide_min_hidden=-1", "fwd_wide_min_hidden", "a non-negative integer"},
       {"fwd_two_pass_unroll=3", "fwd_two_pass_unroll", "0 (by row length), 2 or 4"},
       {"fwd_two_pass_threads=256", "fwd_two_pass_threads", "512 or 1024"},
       {"fwd_light_max_row_threads_fast_memory=513", "fwd_light_max_row_threads_fast_memory",

@@ -163,58 +163,6 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_fwd_staged_kernel(
   if (p.split.slices > 1) cluster_barrier();
 }
 
-// Rows one CTA holds in registers, in Inductor's shape (Tuning::fwd_wide_min_hidden): one row a
-// CTA of kThreads threads, pack j of the row in thread j % kThreads, K packs a thread, x read once
-// and kept packed in its 16-bit dtype until used. At most 32 registers: 2048 threads resident an
-// SM, twice the register kernels' 1024, with fewer bytes in flight each (with 4 packs a thread
-// ptxas keeps 24 bytes of bf16 rows on the stack, in L1). The weight is read after
-// the reduction (its packs would not fit beside x). Same sums in another order than the other
-// kernels: rows may differ from theirs in the last bit.
-template <typename Math, int P, int K, int kThreads>
-__global__ void __launch_bounds__(kThreads, 2048 / kThreads)
-    rms_norm_fwd_wide_kernel(const FwdParams p) {
-  using T = MathTraits<Math>;
-  using X = typename T::X;
-  using W = typename T::W;
-  using Y = typename T::Y;
-  const int packs = static_cast<int>(p.split.packs);  // at most kThreads * K (wide_fwd_shape)
-  const int tid = static_cast<int>(threadIdx.x);
-
-  __shared__ float warp_sums[2][kThreads / kWarpSize];
-  int parity = 0;
-  for (std::int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride;
-    Pack<X, P> x[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (tid + k * kThreads < packs) x[k] = load_pack<X, P>(x_row + (tid + k * kThreads) * P);
-    }
-    float sum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (tid + k * kThreads < packs) {
-#pragma unroll
-        for (int i = 0; i < P; ++i) sum += Math::square(x[k].value(i));
-      }
-    }
-    sum = row_group_sum(sum, kThreads, warp_sums[parity]);
-    parity ^= 1;
-
-    const float r = Math::rstd(sum, p.hidden, p.eps);
-    if (tid == 0) p.rstd[row] = r;
-    Y* y_row = static_cast<Y*>(p.y) + row * p.y_row_stride;
-    const W* weight = static_cast<const W*>(p.weight);
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int pack = tid + k * kThreads;
-      if (pack < packs) {
-        normalize_pack<Math, P>(x[k], weight_pack<Math, P>(weight + pack * P), p.offset, r,
-                                y_row + pack * P);
-      }
-    }
-  }
-}
-
 // Rows too long for registers (and no cluster big enough), or that the tuning streams (fwd_two_pass
 // in layout.cuh): one row per block, read twice. The second read usually hits L2, since the block
 // read the same row a moment before; with p.l2_hints the first read marks the row "evict last" and

@@ -101,24 +101,6 @@ inline void launch_fwd_rows(void (*kernel)(FwdParams), FwdParams p, int device,
   launch_kernel(kernel, grid, dim3(p.split.block_threads), 0, p.split.slices, stream, p);
 }
 
-// The wide kernel of `shape`: one CTA a row (the kernel loops if the grid had to be capped).
-template <typename Math, int P>
-void launch_fwd_wide(const WideFwdShape& shape, const FwdParams& p, cudaStream_t stream) {
-  const std::int64_t grid = std::min(p.rows, kMaxGridBlocks);
-  const auto launch = [&]<int K, int kThreads>() {
-    launch_kernel(rms_norm_fwd_wide_kernel<Math, P, K, kThreads>, grid, dim3(kThreads), 0, 1,
-                  stream, p);
-  };
-  const bool wide = shape.threads == 1024;
-  switch (shape.packs_per_thread) {  // the shapes wide_fwd_shape gives for 16-bit x
-    case 1: launch.template operator()<1, 512>(); break;
-    case 2:
-      wide ? launch.template operator()<2, 1024>() : launch.template operator()<2, 512>();
-      break;
-    default: launch.template operator()<4, 1024>(); break;
-  }
-}
-
 template <typename Math, int P>
 void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cudaStream_t stream) {
   using X = typename MathTraits<Math>::X;
@@ -136,14 +118,6 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, bool clusters, int device, cuda
   p.offset = a.params.offset;
   const Tuning& tuning = rms_norm::tuning();
   p.cluster_exchange = tuning.cluster_exchange;
-  if constexpr (P > 1 && sizeof(X) == 2) {
-    const WideFwdShape wide = wide_fwd_shape(a.hidden / P, a.hidden, tuning);
-    if (wide.threads > 0) {
-      p.split.packs = a.hidden / P;
-      launch_fwd_wide<Math, P>(wide, p, stream);
-      return;
-    }
-  }
   p.split = split_row(a.hidden / P, fwd_policy(a.hidden, kXSize, clusters, tuning));
   if (p.split.two_pass) {
     p.l2_hints = tuning.fwd_two_pass_l2_hints;

@@ -19,10 +19,9 @@ inline constexpr int kFwdPacksPerThread = 8;
 // the 2-pack kernel's 40 would spill).
 inline constexpr int kFwdWeightEarlyPacks = 4;
 inline constexpr int kBwdPacksPerThread = 4;
-inline constexpr int kMaxRowThreads = 512;        // launch bound of the register kernels
-inline constexpr int kMaxClusterSize = 8;         // the portable cluster size limit
-inline constexpr int kTwoPassThreads = 512;       // block size of the two-pass (streaming) kernels
-inline constexpr int kFwdWidePacksPerThread = 4;  // the most packs a thread of the wide forward
+inline constexpr int kMaxRowThreads = 512;   // launch bound of the register kernels
+inline constexpr int kMaxClusterSize = 8;    // the portable cluster size limit
+inline constexpr int kTwoPassThreads = 512;  // block size of the two-pass (streaming) kernels
 
 // The launch choices that change speed only (and, for the backward, the fixed order in which dW
 // terms are added, which stays a function of the shape). The defaults come from tuning runs on
@@ -95,15 +94,6 @@ struct Tuning {
   // it) it lost 10 and 8 points at bf16 8192 x 24576 and 4096 x 32768 (84 and 86% against 94),
   // and 3 at 1024 x 65536; rows shorter than a CTA's 1024 packs idle most of its threads.
   int fwd_two_pass_threads = kTwoPassThreads;
-  // Forward rows of at least this many elements that one CTA of 1024 threads holds with at most
-  // kFwdWidePacksPerThread packs a thread (bf16 H <= 32768) take the wide kernel (16-bit x on the
-  // 16-byte path): one row a CTA of 512 or 1024 threads, 1, 2 or 4 packs a thread kept in
-  // registers (one read), at most 32 registers, so 2048 threads an SM are resident where the
-  // register kernels above keep 1024. It is the shape of Inductor's persistent reduction for these
-  // rows (its config: the whole row in one block, 16 warps up to 8192 elements, 32 above), whose
-  // forward reaches 98-101% of the copy ceiling at bf16 H 8192-32768 on an H200 against our
-  // 77-86% (2026-12-06). Off until a GPU measures it.
-  std::int64_t fwd_wide_min_hidden = std::int64_t{1} << 62;
   // Backward rows of at least this many elements take the streaming two-pass kernel (on an H100
   // from 32768 it took 4096 x 32768 from 71% to 42%: off). It re-reads dy and x per chunk of 32
   // rows, one CTA a dW group; L2 hints with chunks of 1 or 2 rows and 264 groups did not save it
@@ -360,25 +350,6 @@ inline int finish_columns(std::int64_t hidden, const Tuning& t) {
 // elements, where the partials' alignment allows (rms_norm.cu checks that).
 inline bool finish_vector(std::int64_t hidden, const Tuning& t) {
   return hidden >= t.finish_vector_min_hidden;
-}
-
-// The wide forward kernel's shape for rows of `packs` packs (`hidden` elements): Inductor's warp
-// count for a persistent reduction of the row (16 warps for rows of up to 8192 elements, 32
-// above; a bf16 pack is 8 elements), with the fewest packs a thread (1, 2 or 4) that hold it;
-// {0, 0} where the kernel does not apply (rows shorter than Tuning::fwd_wide_min_hidden, or
-// longer than 1024 x kFwdWidePacksPerThread packs).
-struct WideFwdShape {
-  int packs_per_thread = 0;
-  int threads = 0;
-};
-
-inline WideFwdShape wide_fwd_shape(std::int64_t packs, std::int64_t hidden, const Tuning& t) {
-  if (hidden < t.fwd_wide_min_hidden) return {};
-  const int threads = hidden <= 8192 ? 512 : 1024;
-  for (int k = 1; k <= kFwdWidePacksPerThread; k *= 2) {
-    if (packs <= std::int64_t{threads} * k) return {k, threads};
-  }
-  return {};
 }
 
 // The most threads a row of the light forward kernel on a GPU of `memory_gbps` peak DRAM

@@ -36,7 +36,6 @@ std::int64_t* count_of(Tuning& t, std::string_view key) {
   if (key == "min_rows_per_dw_group") return &t.min_rows_per_dw_group;
   if (key == "min_elements_per_dw_group") return &t.min_elements_per_dw_group;
   if (key == "finish_vector_min_hidden") return &t.finish_vector_min_hidden;
-  if (key == "fwd_wide_min_hidden") return &t.fwd_wide_min_hidden;
   return nullptr;
 }
 
