@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One command for a GPU machine with torch: build everything (CUDA for this GPU), run the C++ CPU
-# tests and every GPU test (C++ and Python), compute-sanitizer memcheck + racecheck, the GPU
-# benchmarks (quick); print a one-screen summary, all within 10 minutes on an H100. Logs and
-# results go to $OUT (or ./gpu_check_out).
+# tests and every GPU test (C++ and Python), compute-sanitizer memcheck + racecheck, `pip install .`
+# and a check of the installed package, the GPU benchmarks (quick); print a one-screen summary, all
+# within 10 minutes on an H100. Logs and results go to $OUT (or ./gpu_check_out).
 #   GPU_CHECK_BENCH=quick|full|none (default quick) GPU_CHECK_SANITIZER=0 to skip the sanitizer
 #   GPU_CHECK_MEMCHECK_FILTER='*Glu*' narrows memcheck
-#   GPU_CHECK_PIP=1 also checks `pip install .`        CUDA_ARCH (default: this GPU's, e.g. 90)
+#   GPU_CHECK_PIP=0 skips `pip install .` and its check    CUDA_ARCH (default: this GPU's, e.g. 90)
 #   GPU_CHECK_PYTEST_MARK='' runs the CPU tests too (default 'gpu or multigpu': CI runs the rest)
 #   GPU_CHECK_PYTEST_ARGS="-k rms" narrows pytest         GPU_CHECK_E2E=1 adds the training benchmark
 #   GPU_CHECK_E2E_ARGS="--compile --batch 4" passes options to it  GPU_CHECK_TESTS=0 skips the tests
@@ -167,8 +167,19 @@ pytest_all() {
     -m "${GPU_CHECK_PYTEST_MARK-gpu or multigpu}" ${workers[@]+"${workers[@]}"} ${GPU_CHECK_PYTEST_ARGS:-}
 }
 
-pip_install() { "$PY" -m pip install --no-build-isolation --no-deps -v . -Ccmake.define.CMAKE_CUDA_ARCHITECTURES="$ARCH" &&
-  (cd /tmp && "$PY" -c 'import tigon; assert tigon.has_cuda_kernels(); print("installed tigon", tigon.__version__, "with CUDA kernels")'); }
+# The package as users install it (its own build in build/py), then one CUDA op from the installed
+# copy, away from the source tree, against torch's RMSNorm.
+pip_install() {
+  "$PY" -m pip install --no-build-isolation --no-deps -v . \
+    -Ccmake.define.CMAKE_CUDA_ARCHITECTURES="$ARCH" &&
+    (cd /tmp && "$PY" -c '
+import torch, tigon
+assert tigon.has_cuda_kernels(), "installed tigon has no CUDA kernels"
+x = torch.randn(8, 4096, device="cuda")
+w = torch.randn(4096, device="cuda")
+torch.testing.assert_close(tigon.ops.rms_norm(x, w), torch.nn.functional.rms_norm(x, (4096,), w, 1e-6))
+print("installed tigon", tigon.__version__, "from", tigon.__file__, "ran RMSNorm on", torch.cuda.get_device_name())')
+}
 
 # Every op's benchmark (the end-to-end training benchmark only with GPU_CHECK_E2E=1); results
 # (CSV/JSON/PNG) go into the logs archive.
@@ -227,7 +238,7 @@ if step build configure_and_build; then
     [ "$sanitize" = 1 ] && step_join racecheck
     step_join pytest
   fi
-  [ "${GPU_CHECK_PIP:-0}" = 1 ] && step pip-install pip_install
+  [ "${GPU_CHECK_PIP:-1}" = 1 ] && step pip-install pip_install
   [ "${GPU_CHECK_DEMO:-0}" = 1 ] && step demo demo
   [ "${GPU_CHECK_BENCH:-quick}" != none ] && step bench bench
   [ "${GPU_CHECK_DIST:-0}" = 1 ] && step dist-bench dist_bench
