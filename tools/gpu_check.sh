@@ -228,17 +228,23 @@ dist_bench() {
 step info info
 if step build configure_and_build; then
   step link-check link_check
+  pip=${GPU_CHECK_PIP:-1}
   if [ "${GPU_CHECK_TESTS:-1}" = 1 ]; then
     step ctest-cpu ctest_cpu
     sanitize=${GPU_CHECK_SANITIZER:-1}
     step_in_background pytest pytest_all
     [ "$sanitize" = 1 ] && step_in_background racecheck racecheck
     step ctest-gpu ctest_gpu
+    # pip's build beside memcheck, a single host-bound process that leaves most cores idle (pytest
+    # was done before the GPU tests on an H100, 2026-12-06).
+    [ "$pip" = 1 ] && step_in_background pip-install pip_install
     [ "$sanitize" = 1 ] && step memcheck memcheck
     [ "$sanitize" = 1 ] && step_join racecheck
     step_join pytest
+    [ "$pip" = 1 ] && step_join pip-install
+  elif [ "$pip" = 1 ]; then
+    step pip-install pip_install
   fi
-  [ "${GPU_CHECK_PIP:-1}" = 1 ] && step pip-install pip_install
   [ "${GPU_CHECK_DEMO:-0}" = 1 ] && step demo demo
   [ "${GPU_CHECK_BENCH:-quick}" != none ] && step bench bench
   [ "${GPU_CHECK_DIST:-0}" = 1 ] && step dist-bench dist_bench
