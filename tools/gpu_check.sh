@@ -235,8 +235,8 @@ if step build configure_and_build; then
     step_in_background pytest pytest_all
     [ "$sanitize" = 1 ] && step_in_background racecheck racecheck
     step ctest-gpu ctest_gpu
-    # pip's build beside memcheck, a single host-bound process that leaves most cores idle (pytest
-    # was done before the GPU tests on an H100, 2026-12-06).
+    # pip's build beside memcheck, one host-bound process that leaves most cores idle (on an H100,
+    # 2026-12-06, pytest had finished before the GPU tests did).
     [ "$pip" = 1 ] && step_in_background pip-install pip_install
     [ "$sanitize" = 1 ] && step memcheck memcheck
     [ "$sanitize" = 1 ] && step_join racecheck
