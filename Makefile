@@ -10,7 +10,7 @@ JOBS ?= $(shell nproc)
 TIGON_CUDA ?= AUTO
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CORE_BUILD := build/core
-# The venv's CMake (pinned in requirements-dev.txt): Debian's 3.25 cannot compile CUDA C++20 with nvcc 13.
+# The venv's CMake (pinned in requirements-dev.txt), the version CI and the GPU machine use.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: all deps venv install test test-cpp test-python test-convergence demo checkstyle format bench clean

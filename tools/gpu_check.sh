@@ -118,33 +118,13 @@ ctest_gpu() {
 # memcheck: every CUDA test but the >2^31-element ones (minutes under the tool) and the deliberate
 # invalid-device error; racecheck (slower): the small and edge-case ones. Racecheck runs in the
 # background beside the GPU tests and memcheck (each tool is bound by its own host-side work).
-# The RMSNorm kernels that only a tuning selects (off by default) under memcheck too: the suite
-# once more under the TIGON_RMS_NORM_TUNING of each of these ctest variants (tests/CMakeLists.txt
-# holds the values), without its largest row counts (ManyRows), which the default run covers, so
-# that the whole check stays within its 10 minutes.
-MEMCHECK_RMS_NORM_VARIANTS=(RmsNormCuda.AllTwoPass1024Threads)
-variant_tuning() {  # variant_tuning TEST: the TIGON_RMS_NORM_TUNING ctest sets for TEST
-  ctest --test-dir "$BUILD" --show-only=json-v1 | "$PY" -c '
-import json, sys
-test = next(t for t in json.load(sys.stdin)["tests"] if t["name"] == sys.argv[1])
-env = next(p["value"] for p in test["properties"] if p["name"] == "ENVIRONMENT")
-print(next(v.split("=", 1)[1] for v in env if v.startswith("TIGON_RMS_NORM_TUNING=")))' "$1"
-}
 memcheck() {
   compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/tests/tigon_cuda_tests" \
-    --gtest_filter="${GPU_CHECK_MEMCHECK_FILTER:-*}-*Huge*:*InvalidDevice*" || return 1
-  local variant tuning
-  for variant in "${MEMCHECK_RMS_NORM_VARIANTS[@]}"; do
-    tuning=$(variant_tuning "$variant") || return 1
-    echo "=== memcheck with $variant's TIGON_RMS_NORM_TUNING=$tuning"
-    TIGON_RMS_NORM_TUNING=$tuning compute-sanitizer --tool memcheck --error-exitcode 1 \
-      "$BUILD/tests/tigon_cuda_tests" --gtest_filter='*RmsNormCuda*-*Huge*:*InvalidDevice*:ManyRows/*' ||
-      return 1
-  done
+    --gtest_filter="${GPU_CHECK_MEMCHECK_FILTER:-*}-*Huge*:*InvalidDevice*"
 }
 racecheck() {
   compute-sanitizer --tool racecheck --error-exitcode 1 "$BUILD/tests/tigon_cuda_tests" \
-    --gtest_filter='*Small*:*Edge*:*Strided*:*Unaligned*:*InPlace*:*Determin*:Slices/*v32776*:Slices/*v65544*:Slices/*v131080*:Slices/*rows1_*-*InvalidDevice*'
+    --gtest_filter='*Small*:*Edge*:*Strided*:*Unaligned*:*InPlace*:*Determin*:*Configs*:Slices/*v32776*:Slices/*v65544*:Slices/*v131080*:Slices/*rows1_*-*InvalidDevice*'
 }
 
 # pytest over GPU_CHECK_PYTEST_WORKERS processes (default: 3/4 of the cores, at most 12, since

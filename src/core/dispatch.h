@@ -42,19 +42,4 @@ decltype(auto) dispatch_bool(bool value, F&& f) {
   return f(std::false_type{});
 }
 
-template <DType>
-struct StorageOf;
-template <>
-struct StorageOf<DType::kFloat32> {
-  using type = float;
-};
-template <>
-struct StorageOf<DType::kFloat16> {
-  using type = math::Half;
-};
-template <>
-struct StorageOf<DType::kBFloat16> {
-  using type = math::BFloat16;
-};
-
 }  // namespace tigon::detail

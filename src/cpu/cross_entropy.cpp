@@ -32,7 +32,7 @@ float class_weight(const CrossEntropyArgs& a, std::int64_t j) {
 }
 
 bool ignored(const CrossEntropyArgs& a, std::int64_t row) {
-  return a.target[row] == a.params.ignore_index;
+  return math::ce_ignored(a.target[row], a.params.ignore_index);
 }
 
 // Out-of-range targets cannot raise without a host synchronization: their rows get NaN.

@@ -10,6 +10,12 @@
 namespace tigon::math {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
+
+// Whether a row with target `y` is left out (no loss, no gradient, not counted in the mean).
+TIGON_HD constexpr bool ce_ignored(std::int64_t y, std::int64_t ignore_index) {
+  return y == ignore_index;
+}
+
 inline constexpr float kLn2 = 0.6931471805599453f;
 
 // 2^x. Device: the SFU's ex2.approx (relative error ~2^-22; results below 2^-126 flush to 0, which

@@ -67,6 +67,7 @@ CrossEntropyArgs checked_inputs(const char* op, const CrossEntropyParams& params
                   detail::shape_string(logits));
   detail::check_backend(op, "logits", logits.device);
   const Device device = logits.device;
+  detail::check_cuda_vocab(op, "logits", l.hidden, device);
 
   CrossEntropyArgs a;
   a.params = params;

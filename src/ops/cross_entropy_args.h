@@ -4,7 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "core/check.h"
 #include "tigon/ops/cross_entropy.h"
 
 namespace tigon::detail {
@@ -53,7 +55,16 @@ struct CeScales {
   float b;                    // scale of the z-loss terms (1/n, 1/d or 1)
   float weight_total = 0.0f;  // W: sum of all class weights (vocab without weights)
 };
-inline constexpr std::size_t kCeScalesFloats = 4;
+
+// The CUDA kernels index classes within a row in 32 bits (rows: 64-bit), with headroom for the
+// indices of a pack group past the row's end: CUDA logits have at most this many classes.
+inline constexpr std::int64_t kMaxCudaVocab = std::int64_t{1} << 30;
+
+// Rejects a vocabulary over kMaxCudaVocab on a CUDA device, naming `arg` of `op`.
+inline void check_cuda_vocab(const char* op, const char* arg, std::int64_t vocab, Device device) {
+  TIGON_CHECK_ARG(device.type != DeviceType::kCUDA || vocab <= kMaxCudaVocab, op, arg,
+                  "a vocabulary of at most 2^30 classes on CUDA", std::to_string(vocab));
+}
 
 }  // namespace tigon::detail
 

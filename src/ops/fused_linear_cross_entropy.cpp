@@ -66,6 +66,7 @@ FlceArgs checked(const FusedLinearCrossEntropyParams& params,
                   detail::shape_string(w));
   const std::int64_t vocab = w.sizes[0];
   check_matrix("weight", w, vocab, hl.hidden, device);
+  detail::check_cuda_vocab(kOp, "weight", vocab, device);
   TIGON_CHECK_ARG(w.dtype == h.dtype, kOp, "weight",
                   std::string("dtype ") + dtype_name(h.dtype) + " (the hidden states' dtype)",
                   dtype_name(w.dtype), ErrorCode::kTypeError);

@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "math/fused_linear_cross_entropy_dweight.h"
 #include "ops/cross_entropy_args.h"
-#include "ops/fused_linear_cross_entropy_dweight.h"
 #include "tigon/ops/fused_linear_cross_entropy.h"
 
 namespace tigon::detail {

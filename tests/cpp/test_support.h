@@ -56,35 +56,4 @@ inline void expect_error(const std::function<void()>& call, ErrorCode code, cons
   }
 }
 
-// A developer's options variable (TIGON_*_TUNING) parsed by `parse_variable` (the parser the
-// library reads its own variable with), under a variable name of the test's own.
-template <class Options, Options (*parse_variable)(std::string_view)>
-class OptionsVariableTest : public ::testing::Test {
- protected:
-  static constexpr const char* kVariable = "TIGON_TEST_OPTIONS";
-  static Options parse(const char* value) {
-    setenv(kVariable, value, 1);
-    return parse_variable(kVariable);
-  }
-  static Options unset() {
-    unsetenv(kVariable);
-    return parse_variable(kVariable);
-  }
-  void TearDown() override { unsetenv(kVariable); }
-
-  struct BadValue {
-    const char* value;
-    const char* key;
-    const char* expected;
-  };
-  // Each value must be an invalid-argument error naming the key, what it takes and the variable.
-  static void expect_rejected(std::initializer_list<BadValue> cases) {
-    for (const BadValue& c : cases) {
-      SCOPED_TRACE(c.value);
-      expect_error([&] { parse(c.value); }, ErrorCode::kInvalidArgument, c.key, c.expected,
-                   kVariable);
-    }
-  }
-};
-
 }  // namespace tigon::testing

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cpp/host_tensor.h"
-#include "cuda/common/clusters.h"
+#include "cuda/common/device_properties.h"
 #include "cuda/cross_entropy/slice_plan.h"
 #include "cuda/cuda_test_support.h"
 #include "ops/cross_entropy_args.h"
@@ -308,16 +308,10 @@ TEST_P(CrossEntropyCuda, MatchesCpuBackend) {
           << i << "," << j;
 
   // The kernel the forward took (clusters need an sm_90 device; c.cluster is the slice plan's,
-  // rows past row_kernel_above_cluster run the row kernel; other TIGON_CROSS_ENTROPY_TUNING
-  // overrides change it on purpose). ctest runs this suite with the default and with row_above=8,
-  // so that the slice kernel's clusters of 4 and 8 are tested too.
-  const auto& tuning = tigon::cuda::cross_entropy::slice_tuning();
-  const tigon::cuda::cross_entropy::SliceTuning defaults;
-  const bool default_tuning =
-      tuning.slices == defaults.slices && tuning.max_cluster == defaults.max_cluster &&
-      tuning.slice_bytes == defaults.slice_bytes && tuning.stages == defaults.stages;
-  if (c.cluster >= 0 && tigon::cuda::clusters_available(0) && default_tuning) {
-    EXPECT_EQ(pr.slice_plan().cluster, c.cluster > tuning.row_kernel_above_cluster ? 0 : c.cluster);
+  // rows past kRowKernelAboveCluster run the row kernel).
+  if (c.cluster >= 0 && tigon::cuda::device_properties(0).clusters) {
+    EXPECT_EQ(pr.slice_plan().cluster,
+              c.cluster > tigon::cuda::cross_entropy::kRowKernelAboveCluster ? 0 : c.cluster);
   }
 
   // Recompute backward with a non-uniform upstream (per row for none).

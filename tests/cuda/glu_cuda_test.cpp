@@ -5,8 +5,8 @@
 // tigon's own exp/tanh, so the two agree within float32 ulps before the final rounding: nearly
 // every element is bitwise equal, the rest within a rounding of T. And against the exact device
 // math (glu_exact_reference.cu), bit for bit: every 16-bit value of a crossed with random and
-// special b and dy, which proves the kernels' fast gate (math/glu_fast.h) exhaustively. Without a
-// CUDA device every test reports SKIPPED.
+// special b and dy, which proves the kernels' fast gate (cuda/glu/glu_fast.cuh) exhaustively.
+// Without a CUDA device every test reports SKIPPED.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 

@@ -8,10 +8,10 @@
 #include <string>
 #include <type_traits>
 
+#include "cuda/glu/glu_fast.cuh"
 #include "glu_exact_reference.h"
 #include "math/float_types.h"
 #include "math/glu.h"
-#include "math/glu_fast.h"
 
 namespace tigon::testing {
 namespace {

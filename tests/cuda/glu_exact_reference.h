@@ -16,8 +16,9 @@ void exact_glu_fwd(GluActivation act, DType t, const void* a, const void* b, voi
 void exact_glu_bwd(GluActivation act, DType t, const void* dy, const void* a, const void* b,
                    void* da, void* db, std::int64_t n);
 
-// How many of the n 16-bit values of a (device array, dtype t) the fast gate (math/glu_fast.h)
-// leaves undecided (including those out of its range): the exact path's share. Synchronous.
+// How many of the n 16-bit values of a (device array, dtype t) the fast gate
+// (cuda/glu/glu_fast.cuh) leaves undecided (including those out of its range): the exact path's
+// share. Synchronous.
 std::int64_t fast_gate_undecided(GluActivation act, DType t, const void* a, std::int64_t n);
 
 }  // namespace tigon::testing

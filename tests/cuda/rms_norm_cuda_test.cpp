@@ -17,9 +17,12 @@
 
 #include "core/dispatch.h"
 #include "cpp/test_support.h"
+#include "cuda/common/device_properties.h"
 #include "cuda/cuda_test_support.h"
+#include "cuda/rms_norm/modes.h"
 #include "math/float_types.h"
 #include "math/rms_norm.h"
+#include "ops/rms_norm_args.h"
 #include "tigon/tigon.h"
 
 namespace {
@@ -626,8 +629,8 @@ std::vector<Scenario> size_scenarios() {
     v.push_back(scenario("Small_H" + std::to_string(h), h));
   for (std::int64_t h : {8192, 65537, 262144})
     v.push_back(scenario("Large_H" + std::to_string(h), h));
-  // The two-pass forward's range, 16-bit rows of 48 to 128 KB (Tuning::fwd_two_pass_max_row_bytes;
-  // the ctest variant NoTwoPassForward sends them to clusters); so does float32 x at 32768.
+  // The two-pass forward's range, 16-bit rows of 48 to 128 KB (kTwoPassMaxRowBytes, layout.cuh);
+  // float32 x at 32768 too.
   for (std::int64_t h : {32768, 49152})
     v.push_back(scenario("TwoPassForward_H" + std::to_string(h), h, /*all_pairs=*/false));
   return v;
@@ -931,3 +934,92 @@ TEST(RmsNormCudaHuge, MoreThan2To31Elements) {
 }
 
 }  // namespace
+
+// Every forward config fwd_config can return for a shape, on any device, gives the same bits (the
+// light kernel folding its upper half against the 8-pack kernel with half the threads): rows of
+// every length the two pair at, and lengths where they do not (one config only).
+TEST(RmsNormCudaConfigs, EveryForwardConfigGivesTheSameBits) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  using namespace tigon::cuda::rms_norm;  // NOLINT(google-build-using-namespace)
+  for (std::int64_t hidden : {8, 1024, 4096, 8200, 8704, 10240, 12288, 14336, 16384}) {
+    for (CastingMode mode : {CastingMode::kLlama, CastingMode::kGemma, CastingMode::kNone}) {
+      Case c;
+      c.mode = mode;
+      c.x = DType::kBFloat16;
+      c.w = DType::kFloat32;
+      c.hidden = hidden;
+      c.rows = 37;
+      SCOPED_TRACE(c.name());
+      const RmsNormParams p = params_for(c);
+      HostRun h = make_inputs(c, tigon::rms_norm_output_dtype(p, c.x, c.w, true));
+      const Device d = Device::cuda(0);
+      DeviceBuffer x = to_device(h.x), w = to_device(h.w);
+      DeviceBuffer y(h.y.bytes.size()), rstd(sizeof(float) * c.rows);
+      tigon::detail::RmsNormFwdArgs a;
+      a.params = p;
+      a.rows = c.rows;
+      a.hidden = hidden;
+      a.x = x.data();
+      a.x_row_stride = hidden;
+      a.x_dtype = c.x;
+      a.weight = w.data();
+      a.weight_dtype = c.w;
+      a.y = y.data();
+      a.y_row_stride = hidden;
+      a.y_dtype = h.y.dtype;
+      a.rstd = rstd.floats();
+      std::vector<Matrix> ys;
+      std::vector<std::vector<float>> rstds;
+      std::vector<FwdConfig> seen;
+      for (const DeviceTraits traits : {DeviceTraits{true, false}, DeviceTraits{true, true},
+                                        DeviceTraits{false, false}, DeviceTraits{false, true}}) {
+        const FwdConfig f = fwd_config(hidden, 8, 2, traits);
+        // Only configs this device can run: clusters need sm_90 code, and a split without a
+        // cluster is the same kernel whatever the device says of them.
+        if (f.split.slices > 1 && !tigon::cuda::device_properties(0).clusters) continue;
+        y.fill(0xA5);
+        rstd.fill(0xFF);
+        fwd_with_config(a, &f, 0, nullptr);
+        cuda_ok(cudaDeviceSynchronize(), "forward");
+        ys.push_back(from_device(y, h.y));
+        rstds.push_back(floats_from_device(rstd, c.rows));
+        seen.push_back(f);
+      }
+      ASSERT_FALSE(ys.empty());
+      for (std::size_t i = 1; i < ys.size(); ++i) {
+        expect_bitwise_equal(ys[i], ys[0], "y under another forward config");
+        EXPECT_EQ(rstds[i], rstds[0]) << "rstd under another forward config";
+      }
+      // Where two kernels serve the shape, both ran.
+      if (hidden == 16384) {
+        EXPECT_TRUE(std::any_of(seen.begin(), seen.end(),
+                                [](const FwdConfig& f) { return f.kernel == FwdKernel::kRows; }));
+        EXPECT_TRUE(std::any_of(seen.begin(), seen.end(), [](const FwdConfig& f) {
+          return f.kernel == FwdKernel::kLightRows && f.fold_half;
+        }));
+      }
+    }
+  }
+}
+
+// Launches read the device's properties once (some attribute queries cost hundreds of us), never
+// per call.
+TEST(RmsNormCudaHostCost, LaunchesQueryTheDeviceOnce) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  Case c;
+  c.hidden = 4096;
+  c.rows = 4;
+  const RmsNormParams p = params_for(c);
+  HostRun h = make_inputs(c, tigon::rms_norm_output_dtype(p, c.x, c.w, true));
+  GpuCase gpu(c, h);
+  GpuRun warm;
+  gpu.forward(warm);
+  gpu.backward(warm, false);
+  const std::int64_t before = tigon::cuda::device_property_queries();
+  for (int i = 0; i < 10; ++i) {
+    GpuRun r;
+    gpu.forward(r);
+    gpu.backward(r, false);
+  }
+  EXPECT_EQ(tigon::cuda::device_property_queries(), before);
+}

@@ -1,5 +1,5 @@
-// Host side of a launch: device facts read off the runtime (cheap attribute queries, never
-// cudaGetDeviceProperties), and one launch helper for plain and cluster launches on a stream.
+// Host side of a launch: device facts (device_properties.h, cached per device) and one launch
+// helper for plain and cluster launches on a stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,42 +10,16 @@
 #include <utility>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/device_properties.h"
 
 namespace tigon::cuda {
 
 // gridDim.x limit; kernels loop over their work, so a capped grid is still complete.
 inline constexpr std::int64_t kMaxGridBlocks = 0x7fffffff;
 
-struct DeviceInfo {
-  int sm_count = 0;
-  int cc_major = 0;
-};
-
-inline DeviceInfo device_info(int device) {
-  DeviceInfo info;
-  TIGON_CUDA_CHECK(cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, device));
-  TIGON_CUDA_CHECK(
-      cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, device));
-  return info;
-}
-
-// Peak DRAM bandwidth of `device` in GB/s: two transfers a memory clock over the bus (H100 SXM
-// 3352, H200 4915); 0 where the runtime reports no memory clock.
-inline std::int64_t peak_memory_gbps(int device) {
-  int clock_khz = 0, bus_bits = 0;
-  TIGON_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device));
-  TIGON_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
-  return std::int64_t{clock_khz} * bus_bits / 4'000'000;
-}
-
-// True when `kernel` runs on the current device from code compiled for sm_90 or newer, so kernels
-// of its translation unit may be launched as thread-block clusters (false when only older code,
-// e.g. compute_80 PTX JIT-compiled for a newer GPU, is present).
-inline bool kernel_runs_sm90_code(const void* kernel) {
-  cudaFuncAttributes attributes{};
-  TIGON_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  return attributes.ptxVersion >= 90 && attributes.binaryVersion >= 90;
-}
+// Programmatic dependent launch (launch_dependent_kernel) needs this library's sm_90 code running
+// on the device (older code compiles wait_for_prior_grid away).
+inline bool dependent_launch_available(int device) { return device_properties(device).clusters; }
 
 // Sets a kernel's launch attributes on `device` once, before its first launch or occupancy query:
 // the dynamic shared memory it may ask for (max_dynamic_smem) and, if asked, the largest shared
@@ -68,9 +42,8 @@ void configure_once(Kernel kernel, std::atomic<std::uint64_t>& configured, int d
 // The dynamic shared memory a CTA may opt in to on `device`, less `static_bytes` of static shared
 // memory (H100/H200: 227 KB).
 inline std::size_t max_dynamic_smem(int device, std::size_t static_bytes) {
-  int optin = 0;
-  TIGON_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return static_cast<std::size_t>(optin) > static_bytes ? optin - static_bytes : 0;
+  const std::size_t optin = device_properties(device).max_smem_per_block_optin;
+  return optin > static_bytes ? optin - static_bytes : 0;
 }
 
 // Launches kernel<<<grid, block, dynamic_smem, stream>>>(args...) with a 1-D grid, as clusters of

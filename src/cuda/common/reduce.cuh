@@ -73,11 +73,6 @@ __device__ __forceinline__ T cluster_fold(const T& v, T* slots, int cluster_size
 #endif
 }
 
-// Sum of one value per CTA over the CTAs of a cluster, added in rank order (cluster_fold).
-__device__ __forceinline__ float cluster_sum(float v, float* slots, int cluster_size) {
-  return cluster_fold(v, slots, cluster_size, [](float a, float b) { return a + b; });
-}
-
 // Waits until every CTA of the cluster gets here: a CTA must not exit while peers may still
 // access its shared memory.
 __device__ __forceinline__ void cluster_barrier() {

@@ -11,7 +11,6 @@
 
 #include "core/check.h"
 #include "core/dispatch.h"
-#include "cuda/common/clusters.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/launch.cuh"
 #include "cuda/common/occupancy.h"
@@ -30,7 +29,6 @@ using detail::CrossEntropyArgs;
 // Shared memory per CTA for the row copy between the passes, besides the cp.async ring (two CTAs
 // per SM: 2 x (80 + 32) KB of the 228 KB).
 constexpr std::size_t kCacheBytes = 80 * 1024;
-constexpr std::int64_t kMaxCudaVocab = std::int64_t{1} << 30;
 
 bool aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
@@ -78,8 +76,8 @@ void launch_rows_as(const RowParams& p, bool dependent, int device, cudaStream_t
     static std::atomic<std::uint64_t> configured{0};
     configure_once(kernel, configured, device, kRingBytes + kCacheBytes, false);
   }
-  const DeviceInfo info = device_info(device);
-  const std::int64_t grid = std::min<std::int64_t>(p.rows, 2 * std::int64_t{info.sm_count});
+  const std::int64_t grid =
+      std::min<std::int64_t>(p.rows, 2 * std::int64_t{device_properties(device).sm_count});
   launch_dependent_kernel(kernel, grid, dim3(kRowThreads), smem, 1, dependent, s, p);
 }
 
@@ -91,7 +89,7 @@ bool launch_slices_as(const RowParams& p, bool dependent, int device, cudaStream
   const auto kernel = ce_slice_kernel<T, kMode, kPlain>;
   static std::atomic<std::uint64_t> configured{0};
   configure_once(kernel, configured, device, max_slice_bytes(device), true);
-  const std::size_t smem = static_cast<std::size_t>(p.slice_packs) * kSlicePackBytes * p.stages;
+  const std::size_t smem = static_cast<std::size_t>(p.slice_packs) * kSlicePackBytes;
   const std::int64_t resident = resident_clusters(reinterpret_cast<const void*>(kernel),
                                                   dim3(kSliceThreads), smem, p.cluster, device);
   if (resident < 1) return false;
@@ -102,9 +100,7 @@ bool launch_slices_as(const RowParams& p, bool dependent, int device, cudaStream
 }
 
 // Whether prepare -> rows -> finish run as programmatic dependent launches on `device`.
-bool dependent_launches(int device) {
-  return cross_entropy::slice_tuning().dependent_launches && dependent_launch_available(device);
-}
+bool dependent_launches(int device) { return dependent_launch_available(device); }
 
 // Without softcap, label smoothing and class weights the row kernels have no per-element branches.
 bool plain_rows(const RowParams& p) {
@@ -138,10 +134,6 @@ template <RowMode kMode>
 void run_rows(const CrossEntropyArgs& a, RowParams p, bool behind_prepare, int device,
               cudaStream_t s) {
   const bool dependent = behind_prepare && dependent_launches(device);
-  // The kernels index classes within a row in 32 bits (rows: 64-bit), with headroom for the
-  // indices of a pack group past the row's end.
-  TIGON_CHECK_ARG(a.vocab <= kMaxCudaVocab, "tigon::cross_entropy (CUDA)", "logits",
-                  "a vocabulary (last dimension) of at most 2^30", std::to_string(a.vocab));
   detail::dispatch_dtype(a.logits_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kVec = static_cast<int>(16 / sizeof(T));
@@ -150,7 +142,6 @@ void run_rows(const CrossEntropyArgs& a, RowParams p, bool behind_prepare, int d
       if (plan.cluster > 0) {
         p.cluster = plan.cluster;
         p.slice_packs = plan.slice_packs;
-        p.stages = plan.stages;
         if (launch_slices<T, kMode>(p, dependent, device, s)) return;
       }
     }
@@ -188,10 +179,6 @@ RowParams row_params(const CrossEntropyArgs& a, const float* header, const float
   p.lse = a.lse;
   p.grad_loss = a.grad_loss;
   p.per_row_upstream = a.params.reduction == Reduction::kNone;
-  const cross_entropy::SliceTuning& t = cross_entropy::slice_tuning();
-  p.l2_hints = t.l2_hints;
-  p.reverse_second_pass = t.reverse_second_pass;
-  p.cluster_exchange = t.cluster_exchange;
   return p;
 }
 
@@ -201,11 +188,10 @@ namespace cross_entropy {
 
 SlicePlan forward_slice_plan(const CrossEntropyArgs& a, int device) {
   const auto vec = static_cast<std::int64_t>(kSlicePackBytes / element_size(a.logits_dtype));
-  const SliceTuning& t = slice_tuning();
-  if (!t.slices || a.rows == 0 || !vector_rows(a, vec)) return {};
-  const int max_cluster = clusters_available(device) ? t.max_cluster : 1;
-  const SlicePlan plan = slice_plan(a.vocab / vec, max_cluster, t.slice_bytes, t.stages);
-  if (plan.cluster > t.row_kernel_above_cluster) return {};
+  if (a.rows == 0 || !vector_rows(a, vec)) return {};
+  const int max_cluster = device_properties(device).clusters ? kMaxCluster : 1;
+  const SlicePlan plan = slice_plan(a.vocab / vec, max_cluster);
+  if (plan.cluster > kRowKernelAboveCluster) return {};
   return plan.smem_bytes() <= max_slice_bytes(device) ? plan : SlicePlan{};
 }
 
@@ -276,8 +262,7 @@ void cross_entropy_scale_grad(const detail::ScaleGradArgs& a, int device, void* 
     constexpr int kVec = static_cast<int>(16 / sizeof(T));
     const bool vec =
         a.vocab % kVec == 0 && aligned(a.grad, 16) && (a.rows == 1 || a.row_stride % kVec == 0);
-    const DeviceInfo info = device_info(device);
-    const std::int64_t grid = 8 * std::int64_t{info.sm_count};
+    const std::int64_t grid = 8 * std::int64_t{device_properties(device).sm_count};
     if (vec) {
       launch_kernel(ce_scale_kernel<T, kVec>, grid, dim3(256), 0, 1, s, static_cast<T*>(a.grad),
                     a.rows, a.vocab, a.row_stride, a.scale);

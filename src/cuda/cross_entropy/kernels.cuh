@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kReduceThreads)
   float wsum = 0.0f, count = 0.0f, wtotal = 0.0f;
   for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     const std::int64_t y = target[i];
-    if (y == ignore_index) continue;
+    if (math::ce_ignored(y, ignore_index)) continue;
     const bool in_range = y >= 0 && y < vocab;
     wsum += weight == nullptr ? 1.0f : (in_range ? math::to_float(weight[y]) : NAN);
     count += 1.0f;
@@ -134,19 +134,16 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-// A gradient pack to global memory; under an L2 policy where `hinted` and the pack is 16 bytes.
+// A gradient pack to global memory, under the L2 policy where the pack is 16 bytes.
 template <typename T, int P>
-__device__ __forceinline__ void store_gradient(T* dst, const T (&out)[P], bool hinted,
-                                               std::uint64_t policy) {
+__device__ __forceinline__ void store_gradient(T* dst, const T (&out)[P], std::uint64_t policy) {
   if constexpr (sizeof(T) * P == 16) {
-    if (hinted) {
-      PackWords<T, P> w;
-      vector_detail::words_of<T, P>(out, w);
-      store_16_hinted(dst, w[0], w[1], w[2], w[3], policy);
-      return;
-    }
+    PackWords<T, P> w;
+    vector_detail::words_of<T, P>(out, w);
+    store_16_hinted(dst, w[0], w[1], w[2], w[3], policy);
+  } else {
+    store_pack<T, P>(dst, out);
   }
-  store_pack<T, P>(dst, out);
 }
 
 // kPlain: no softcap, no label smoothing, no class weights (the common case). Those options are
@@ -180,15 +177,17 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
     weight_total = p.scales[4];
   };
   if constexpr (!kPlain) read_header();
-  const std::uint64_t reread = p.l2_hints ? l2_evict_last_policy() : 0;
-  const std::uint64_t read_once = p.l2_hints ? l2_evict_first_policy() : 0;
+  // L2 hints: the row's uncached part "evict last" in pass 1 (pass 2 re-reads it), the cached
+  // part and the gradient "evict first".
+  const std::uint64_t reread = l2_evict_last_policy();
+  const std::uint64_t read_once = l2_evict_first_policy();
 
   for (std::int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     // Row pointers pinned in registers: the compiler would otherwise recompute row * stride (a
     // 64-bit multiply) at every pack to save the two registers.
     const T* x = in_register(static_cast<const T*>(p.logits) + row * p.logits_row_stride);
     const std::int64_t y = p.target[row];
-    const bool ignored = y == p.ignore_index;
+    const bool ignored = math::ce_ignored(y, p.ignore_index);
     const bool in_range = y >= 0 && y < p.vocab;
     const float w_y = target_weight(o, y, in_range);
     const TargetSlot ts = target_slot<P>(y, in_range);
@@ -209,11 +208,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
         // Pass 2 re-reads from global memory exactly the packs pass 1 did not cache.
         const auto copy = [&](int j) {
           const int k = first + j * kRowThreads;
-          if (p.l2_hints) {
-            async_copy_16_hinted(staged(j), x + k * P, k < cache_packs ? read_once : reread);
-          } else {
-            async_copy_16(staged(j), x + k * P);
-          }
+          async_copy_16_hinted(staged(j), x + k * P, k < cache_packs ? read_once : reread);
         };
 #pragma unroll
         for (int j = 0; j < kAhead; ++j) {
@@ -282,8 +277,8 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
       constexpr int kGroup = kUnroll * kRowThreads;
       const int groups = (packs + kGroup - 1) / kGroup;
       for (int i = 0; i < groups; ++i) {
-        const int k0 =
-            static_cast<int>(threadIdx.x) + (p.reverse_second_pass ? groups - 1 - i : i) * kGroup;
+        // Pass 2 from the row's end, whose packs were read last and are the likeliest in L2.
+        const int k0 = static_cast<int>(threadIdx.x) + (groups - 1 - i) * kGroup;
         Pack<T, P> pk[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -303,7 +298,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
           } else {
             grad_pack<T, P>(pk[u], k, target_lane(ts, k), w_y, o, r, out);
           }
-          store_gradient<T, P>(g + k * P, out, p.l2_hints, read_once);
+          store_gradient<T, P>(g + k * P, out, read_once);
         }
       }
     }

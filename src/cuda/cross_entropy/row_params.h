@@ -34,19 +34,10 @@ struct RowParams {
   // Two-pass row kernel: packs of each row kept in shared memory between the passes. Its dynamic
   // shared memory: the cp.async ring (kRingBytes, 16-byte path only), then the row cache.
   std::int64_t cache_packs;
-  // Two-pass row kernel (on by default, A/B switches in SliceTuning): L2 eviction hints (the row's
-  // uncached part "evict last" in pass 1, the cached part and the gradient "evict first"), and
-  // pass 2 from the row's end, whose packs were read last and are the likeliest still in L2.
-  bool l2_hints;
-  bool reverse_second_pass;
-  // One-read slice kernel: CTAs per row (a thread-block cluster when > 1), packs per CTA and
-  // rows held per CTA (slice_plan.h).
+  // One-read slice kernel: CTAs per row (a thread-block cluster when > 1) and packs per CTA
+  // (slice_plan.h).
   int cluster;
   std::int64_t slice_packs;
-  int stages;
-  // The slice kernel folds its clusters' states through the mbarrier exchange
-  // (cluster_exchange.cuh) instead of a cluster barrier (SliceTuning::cluster_exchange).
-  bool cluster_exchange;
 };
 
 }  // namespace tigon::cuda::cross_entropy

@@ -7,11 +7,10 @@
 //         through distributed shared memory: every CTA of the cluster gets the same bits;
 //  pass 2 (kLossGrad) the gradient from the shared copy, written to global memory (possibly over
 //         the logits: no thread reads them back from global memory).
-// Clusters are persistent and stride over rows. A CTA holds p.stages rows (slice_plan.h); every
-// thread reads only the shared-memory packs it copied itself, so a pack's slot is refilled with
-// the row p.stages rows later as soon as it has been consumed (pass 2, or pass 1 without a
-// gradient): later rows stream in while this one is computed, and no CTA-wide barrier guards the
-// slices.
+// Clusters are persistent and stride over rows. A CTA holds one row (`stages`); every thread reads
+// only the shared-memory packs it copied itself, so a pack's slot is refilled with the next row as
+// soon as it has been consumed (pass 2, or pass 1 without a gradient): the next row streams in
+// while this one is computed, and no CTA-wide barrier guards the slices.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,7 +19,6 @@
 #include <cstdint>
 
 #include "cuda/common/async_copy.cuh"
-#include "cuda/common/cluster_exchange.cuh"
 #include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
@@ -46,25 +44,21 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
   constexpr int B = kSliceThreads;
   extern __shared__ __align__(16) unsigned char slice_bytes[];
   __shared__ __align__(16) float scratch[kMergeScratchPerWarp * kSliceThreads / kWarpSize];
-  // The cluster's CTAs' merged states, one slot each (two arrays: see cluster_fold), or the
-  // mbarrier exchange's buffers (RowParams::cluster_exchange).
+  // The cluster's CTAs' merged states, one slot each (two arrays: see cluster_fold).
   __shared__ float4 published[2][kMaxPortableCluster];
-  __shared__ ClusterExchangeBuffer<float4> exchange_buffers[2];
   T* const slice = reinterpret_cast<T*>(slice_bytes);
 
   const int cluster = p.cluster;
-  const bool exchange = p.cluster_exchange && cluster > 1;
-  ClusterExchange<float4> cluster_exchange(exchange_buffers, exchange);
-  // cluster_fold writes into peers: not before every CTA of the cluster has started (the
-  // exchange's constructor has its own barrier).
-  if (cluster > 1 && !exchange) cluster_barrier();
+  // cluster_fold writes into peers: not before every CTA of the cluster has started.
+  if (cluster > 1) cluster_barrier();
   const std::int64_t packs = p.vocab / P;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x % cluster) * p.slice_packs;
   const std::int64_t count = first < packs ? min(p.slice_packs, packs - first) : 0;
   const int tid = static_cast<int>(threadIdx.x);
   // Step j of this thread: slice pack tid + j * B, i.e. row pack first + tid + j * B.
   const int steps = tid < count ? static_cast<int>((count - 1 - tid) / B) + 1 : 0;
-  const int stages = p.stages;
+  // Rows a CTA holds (the loops are written for any count; 2 measured no faster, 2026-12-05).
+  constexpr int stages = 1;
   T* const mine = slice + static_cast<std::ptrdiff_t>(tid) * P;
   const std::ptrdiff_t stage_elems = static_cast<std::ptrdiff_t>(p.slice_packs) * P;
   const auto slot = [&](int stage, int j) { return mine + stage * stage_elems + j * B * P; };
@@ -104,7 +98,7 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
         static_cast<int>(min(static_cast<std::int64_t>(stages - 1), (p.rows - 1 - row) / row_step));
     const std::int64_t y = y_next;
     if (next < p.rows) y_next = p.target[next];  // needed at the next row's first pack
-    const bool ignored = y == p.ignore_index;
+    const bool ignored = math::ce_ignored(y, p.ignore_index);
     const bool in_range = y >= 0 && y < p.vocab;
     const float w_y = target_weight(o, y, in_range);
     const TargetSlot ts = target_slot<P>(y, in_range);
@@ -121,15 +115,13 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
       if (refill_now) load(stage, refill, j);
     }
     st = block_merge(st, scratch);
-    if (cluster > 1) {  // the same merges in the same order either way
+    if (cluster > 1) {
       const auto merge = [](float4 a, float4 b) {
         PartState s = PartState::unpacked(a);
         s.merge(PartState::unpacked(b));
         return s.packed();
       };
-      st = PartState::unpacked(exchange
-                                   ? cluster_exchange.fold(st.packed(), cluster, merge)
-                                   : cluster_fold(st.packed(), published[parity], cluster, merge));
+      st = PartState::unpacked(cluster_fold(st.packed(), published[parity], cluster, merge));
       parity ^= 1;
     }
     const RowLoss l = row_loss(st, ignored, w_y, weight_total, p);

@@ -1,5 +1,5 @@
 // Per-pack arithmetic of the SwiGLU / GeGLU kernels for 16-bit types: P elements of a (and b, dy)
-// in registers to the output pack's raw words, with the fast gate of math/glu_fast.h (bitwise
+// in registers to the output pack's raw words, with the fast gate of cuda/glu/glu_fast.cuh (bitwise
 // equal to math::Glu, which takes over per pair (forward) or per pack (backward) where the fast
 // value does not decide the rounding). float32 uses math::Glu directly (kernels.cuh): no rounding
 // there to hide an approximation's error in.
@@ -9,8 +9,8 @@
 #include <type_traits>
 
 #include "cuda/common/vector_access.cuh"
+#include "cuda/glu/glu_fast.cuh"
 #include "math/glu.h"
-#include "math/glu_fast.h"
 
 namespace tigon::cuda::glu {
 

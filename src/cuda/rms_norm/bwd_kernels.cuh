@@ -12,7 +12,6 @@
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/layout.cuh"
-#include "cuda/rms_norm/pack_ring.cuh"
 #include "cuda/rms_norm/row_sum.cuh"
 #include "cuda/rms_norm/thread_share.cuh"
 #include "cuda/rms_norm/weight_pack.cuh"
@@ -156,8 +155,9 @@ inline std::size_t dw_slot_floats(const RowSplit& split) {
 // k + rows_in_block, ... of the group and accumulates their dW terms in registers; at the end of
 // a group they become its partial row (store_dw_partial). 128 registers: 512 threads an SM (a
 // 2-pack variant at 64 registers was 8-11 points of the copy ceiling slower on an H100 at H 1024
-// and 2048, 2026-12-05). With p.prefetch, each row block's loads are followed by L2 prefetches of
-// the group's next row block. Dynamic shared memory: dw_slot_floats<Math, P>.
+// and 2048, 2026-12-05). With p.prefetch (rows over clusters), each row block's loads are followed
+// by L2 prefetches of the group's next row block, so memory stays busy through the row's
+// reduction. Dynamic shared memory: dw_slot_floats<Math, P>.
 template <typename Math, int P>
 __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
   allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
   const int stride = t.group * P;
 
   __shared__ RowSumShared row_sum_shared;
-  RowSum row_sum(row_sum_shared, p.split, p.cluster_exchange);
+  RowSum row_sum(row_sum_shared, p.split);
   extern __shared__ float slot_partials[];
   for (std::int64_t g = t.unit; g < p.groups.groups; g += t.units) {
     const std::int64_t group_begin = g * p.groups.rows_per_group;
@@ -211,127 +211,6 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
     store_dw_partial<Math, P, K>(p, t, g, acc, slot_partials);
   }
   if (p.split.slices > 1) cluster_barrier();
-}
-
-// The register kernel with dy and x staged through shared memory (bulk copies, pack_ring.cuh):
-// each CTA keeps p.stages - 1 row blocks of its dW groups in flight while it computes the current
-// one, and fetches each row's rstd one row block ahead. Same split, groups and order of every sum,
-// hence the same bits as rms_norm_bwd_kernel. Needs sm_90, 16-byte packs of dy and x and
-// p.stages >= 2; dynamic shared memory: staged_bwd_bytes.
-template <typename Math, int P>
-__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_staged_kernel(const BwdParams p) {
-  allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
-  using T = MathTraits<Math>;
-  using X = typename T::X;
-  using Y = typename T::Y;
-  constexpr int K = kBwdPacksPerThread;
-  const ThreadShare t = thread_share<K>(p.split);
-  const int stages = p.stages;
-  const std::int64_t per_group = p.groups.rows_per_group;
-  // This block (or cluster) walks its row blocks in order: every block of dW group t.unit, then of
-  // t.unit + t.units, and so on. Cursors step through that order without a 64-bit division.
-  const std::int64_t blocks_per_group = ceil_div(per_group, t.rows_in_block);
-  struct Cursor {
-    std::int64_t group;  // the dW group
-    std::int64_t block;  // the row block within it
-  };
-  const auto advance = [&](Cursor& c) {
-    if (++c.block == blocks_per_group) {
-      c.block = 0;
-      c.group += t.units;
-    }
-  };
-  // This thread's row at the cursor, or -1 where its slot is past the group's or the rows' end.
-  const auto row_at = [&](const Cursor& c) -> std::int64_t {
-    if (c.group >= p.groups.groups) return -1;
-    const std::int64_t row = c.group * per_group + c.block * t.rows_in_block + t.slot;
-    return row < min((c.group + 1) * per_group, p.rows) ? row : -1;
-  };
-
-  using DyRing = PackRing<Y, P, K>;
-  using XRing = PackRing<X, P, K>;
-  extern __shared__ __align__(16) unsigned char ring_bytes[];
-  const DyRing dy_ring{reinterpret_cast<Y*>(ring_bytes)};
-  const std::size_t dy_bytes = DyRing::bytes(stages, blockDim.x);
-  const XRing x_ring{reinterpret_cast<X*>(ring_bytes + dy_bytes)};
-  float* slot_partials =
-      reinterpret_cast<float*>(ring_bytes + dy_bytes + XRing::bytes(stages, blockDim.x));
-  __shared__ RingBarriers ring_barriers;
-  RingPhases ring_phases(ring_barriers, stages, t.rows_in_block);
-  __syncthreads();
-  const Y* dy_base = static_cast<const Y*>(p.dy) + t.first_pack * P;
-  const X* x_base = static_cast<const X*>(p.x) + t.first_pack * P;
-  const bool leader = t.lane == 0;
-  // Fetches the row block at `ahead` into slot `stage` and moves on: each row slot's leader
-  // announces its bytes (none past its group's rows) and copies them, so every fetch completes
-  // its slot's phase.
-  Cursor ahead{t.unit, 0};
-  const auto fetch = [&](int stage) {
-    const std::int64_t row = row_at(ahead);
-    advance(ahead);
-    if (!leader) return;
-    const unsigned barrier = ring_phases.barrier(stage);
-    mbarrier_arrive_expect_tx(barrier,
-                              row >= 0 ? DyRing::slot_bytes(t) + XRing::slot_bytes(t) : 0u);
-    if (row >= 0) {
-      dy_ring.fill(stage, dy_base + row * p.dy_row_stride, t, barrier);
-      x_ring.fill(stage, x_base + row * p.x_row_stride, t, barrier);
-    }
-  };
-
-  __shared__ RowSumShared row_sum_shared;
-  RowSum row_sum(row_sum_shared, p.split, p.cluster_exchange);
-  for (int s = 0; s + 1 < stages; ++s) fetch(s);
-  float acc[K][P];
-  Cursor at{t.unit, 0};
-  std::int64_t row = row_at(at);
-  float r = row >= 0 ? p.rstd[row] : 0.0f;
-  for (int stage = 0; at.group < p.groups.groups; stage = stage + 1 == stages ? 0 : stage + 1) {
-    // The slot consumed by the previous row block takes the one stages - 1 blocks ahead, once
-    // every thread has read its packs out of it.
-    __syncthreads();
-    fetch(stage == 0 ? stages - 1 : stage - 1);
-    Cursor next = at;
-    advance(next);
-    const std::int64_t next_row = row_at(next);
-    const float next_r = next_row >= 0 ? p.rstd[next_row] : 0.0f;
-    if (at.block == 0) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-#pragma unroll
-        for (int i = 0; i < P; ++i) acc[k][i] = 0.0f;
-      }
-    }
-    ring_phases.wait(stage);
-    const int packs = row >= 0 ? t.packs : 0;
-    Pack<Y, P> dy[K];
-    Pack<X, P> x[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (k < packs) {
-        dy[k] = dy_ring.read(stage, k);
-        x[k] = x_ring.read(stage, k);
-      }
-    }
-    grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, row_sum);
-    if (at.block == blocks_per_group - 1) {
-      store_dw_partial<Math, P, K>(p, t, at.group, acc, slot_partials);
-    }
-    at = next;
-    row = next_row;
-    r = next_r;
-  }
-  if (p.split.slices > 1) cluster_barrier();
-}
-
-// Dynamic shared memory of rms_norm_bwd_staged_kernel.
-template <typename Math, int P>
-inline std::size_t staged_bwd_bytes(const RowSplit& split, int stages) {
-  using T = MathTraits<Math>;
-  constexpr int K = kBwdPacksPerThread;
-  return PackRing<typename T::Y, P, K>::bytes(stages, split.block_threads) +
-         PackRing<typename T::X, P, K>::bytes(stages, split.block_threads) +
-         sizeof(float) * dw_slot_floats<Math, P>(split);
 }
 
 // Rows too long for registers: per dW group, chunks of kChunkRows rows. Phase A reduces each row of

@@ -15,7 +15,7 @@ namespace tigon::cuda::rms_norm {
 // in order, then those `rows` sums are added in order (adding them pairwise instead, 7 steps rather
 // than 127 dependent adds at 8 columns, was no faster on an H100, 2026-12-05). columns * rows =
 // kFinishThreads; the column tile (finish_columns in layout.cuh: 8 for rows up to 2048 elements,
-// else 32, unless tuned) is a function of the row length and the tuning alone, so dW's bits stay
+// else 32) is a function of the row length alone, so dW's bits stay
 // a function of the shape. Each thread adds kLanes adjacent columns: 1, or 4 with one 16-byte load
 // a partial row (finish_vector in layout.cuh; partials 16-byte aligned, hidden a multiple of 4),
 // which adds the same terms in the same order, so gives the same bits with a quarter of the

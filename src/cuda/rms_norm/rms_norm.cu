@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "core/dispatch.h"
-#include "cuda/common/clusters.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/device_properties.h"
 #include "cuda/common/launch.cuh"
 #include "cuda/rms_norm/dw_finish.cuh"
 #include "cuda/rms_norm/layout.cuh"
@@ -20,16 +20,22 @@ namespace {
 
 using namespace tigon::cuda::rms_norm;
 
+// The device facts the launch configs read (cached per device: device_properties.h).
+DeviceTraits device_traits(int device) {
+  const DeviceProperties& d = device_properties(device);
+  return {d.clusters, d.peak_memory_gbps >= kFastMemoryGbps};
+}
+
 // Launched right behind the partials kernel, as its programmatic dependent where the device
 // allows: its launch overlaps the partials kernel's tail, and it waits for it before reading.
 void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream) {
-  const DwGroups groups =
-      dw_groups(a.rows, a.hidden, static_cast<int>(element_size(a.x_dtype)), tuning());
-  const int columns = finish_columns(a.hidden, tuning());
+  const DwGroups groups = dw_groups(a.rows, a.hidden, static_cast<int>(element_size(a.x_dtype)));
+  const FinishConfig c = finish_config(a.hidden);
+  const int columns = c.columns;
   const std::int64_t tiles = std::min(ceil_div(a.hidden, columns), kMaxGridBlocks);
   const auto* partials = static_cast<const float*>(a.workspace);
-  const bool vector = finish_vector(a.hidden, tuning()) && a.hidden % 4 == 0 &&
-                      reinterpret_cast<std::uintptr_t>(partials) % 16 == 0;
+  const bool vector =
+      c.vector && a.hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(partials) % 16 == 0;
   detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
     using W = typename decltype(w_tag)::type;
     const auto launch = [&]<int kLanes>() {
@@ -52,19 +58,28 @@ std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, 
                                         bool has_weight, int /*device*/) {
   if (!has_weight) return 0;
   const int x_size = static_cast<int>(element_size(x_dtype));
-  return static_cast<std::size_t>(dw_groups(rows, hidden, x_size, tuning()).groups) *
+  return static_cast<std::size_t>(dw_groups(rows, hidden, x_size).groups) *
          static_cast<std::size_t>(hidden) * sizeof(float);
 }
 
 void rms_norm_fwd(const detail::RmsNormFwdArgs& a, int device, void* stream) {
+  rms_norm::fwd_with_config(a, nullptr, device, stream);
+}
+
+namespace rms_norm {
+
+void fwd_with_config(const detail::RmsNormFwdArgs& a, const FwdConfig* forced, int device,
+                     void* stream) {
   if (a.rows == 0) return;
   const DeviceGuard guard(device);
-  const bool clusters = clusters_available(device);
+  const DeviceTraits d = device_traits(device);
   const auto s = static_cast<cudaStream_t>(stream);
   detail::dispatch_casting_mode(a.params.casting_mode, [&](auto mode) {
-    fwd_for_mode<decltype(mode)::value>(a, clusters, device, s);
+    fwd_for_mode<decltype(mode)::value>(a, d, forced, s);
   });
 }
+
+}  // namespace rms_norm
 
 void rms_norm_bwd(const detail::RmsNormBwdArgs& a, int device, void* stream) {
   const DeviceGuard guard(device);
@@ -75,10 +90,9 @@ void rms_norm_bwd(const detail::RmsNormBwdArgs& a, int device, void* stream) {
     }
     return;
   }
-  const bool clusters = clusters_available(device);
-  detail::dispatch_casting_mode(a.params.casting_mode, [&](auto mode) {
-    bwd_for_mode<decltype(mode)::value>(a, clusters, device, s);
-  });
+  const DeviceTraits d = device_traits(device);
+  detail::dispatch_casting_mode(a.params.casting_mode,
+                                [&](auto mode) { bwd_for_mode<decltype(mode)::value>(a, d, s); });
   if (a.dw != nullptr) finish_dw(a, device, s);
 }
 

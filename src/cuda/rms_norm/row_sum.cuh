@@ -12,40 +12,29 @@ namespace tigon::cuda::rms_norm {
 // A kernel's shared memory for RowSum.
 struct RowSumShared {
   float warp_sums[2][kMaxRowThreads / kWarpSize];
-  float slice_sums[2][kMaxPortableCluster];
   ClusterExchangeBuffer<float> exchange[2];
 };
 
-static_assert(kMaxClusterSize <= kMaxPortableCluster, "the cluster sums have a slot per CTA");
-
-// Over a cluster the CTAs' sums meet through the cluster barrier (cluster_sum) or, with
-// `exchange` (Tuning::cluster_exchange), through the mbarrier exchange (cluster_exchange.cuh):
-// the same terms in the same order, so the same bits. Alternates its buffers between consecutive
-// rows; the block barrier of row_group_sum (or a one-warp block) separates consecutive calls, as
-// both cluster paths need.
+// Over a cluster the CTAs' sums meet through the mbarrier exchange (cluster_exchange.cuh: each CTA
+// pushes its sum into every CTA with st.async, each waits for its own to land) rather than a
+// cluster barrier, which compiles to a GPU-scope fence and an L1 invalidation once a row (on an
+// H100 the exchange took the backward from 51 to 58% of the copy ceiling at 8192 x 24576 and 76 to
+// 83% at 4096 x 32768, 2026-12-05). Alternates its buffers between consecutive rows; the block
+// barrier of row_group_sum (or a one-warp block) separates consecutive calls.
 class RowSum {
  public:
   // Every thread of the block (and cluster) must construct it. Over a cluster it starts with a
-  // cluster barrier (in the exchange's constructor, or here for cluster_sum): no CTA writes to a
-  // peer's shared memory before every CTA of the cluster has started.
-  __device__ RowSum(RowSumShared& shared, const RowSplit& split, bool exchange)
-      : shared_(shared),
-        slices_(split.slices),
-        exchange_(exchange && split.slices > 1),
-        cluster_(shared.exchange, exchange_) {
-    if (slices_ > 1 && !exchange_) cluster_barrier();
-  }
+  // cluster barrier (in the exchange's constructor): no CTA writes to a peer's shared memory
+  // before every CTA of the cluster has started.
+  __device__ RowSum(RowSumShared& shared, const RowSplit& split)
+      : shared_(shared), slices_(split.slices), cluster_(shared.exchange, split.slices > 1) {}
 
   // The sum of v over the `group` threads of this thread's row slot (and with a cluster over
-  // its CTAs), returned to all of them. Every thread of the block (and cluster) must call it, in
-  // the same order.
+  // its CTAs, in rank order), returned to all of them. Every thread of the block (and cluster)
+  // must call it, in the same order.
   __device__ __forceinline__ float operator()(float v, int group) {
     v = row_group_sum(v, group, shared_.warp_sums[parity_]);
-    if (exchange_) {
-      v = cluster_.fold(v, slices_, [](float a, float b) { return a + b; });
-    } else if (slices_ > 1) {
-      v = cluster_sum(v, shared_.slice_sums[parity_], slices_);
-    }
+    if (slices_ > 1) v = cluster_.fold(v, slices_, [](float a, float b) { return a + b; });
     parity_ ^= 1;
     return v;
   }
@@ -53,7 +42,6 @@ class RowSum {
  private:
   RowSumShared& shared_;
   int slices_;
-  bool exchange_;
   int parity_ = 0;
   ClusterExchange<float> cluster_;
 };

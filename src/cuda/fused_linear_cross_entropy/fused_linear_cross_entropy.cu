@@ -208,7 +208,7 @@ void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr)
   const auto s = static_cast<cudaStream_t>(stream_ptr);
   const Carved w = carve(a, nullptr);
   const std::int64_t n = a.ce.rows, v = a.ce.vocab, h = a.hidden_size;
-  const DeviceInfo info = device_info(device);
+  const DeviceProperties& info = device_properties(device);
   cublasHandle_t handle =
       a.cublas_handle ? static_cast<cublasHandle_t>(a.cublas_handle) : own_handle(device);
   TIGON_CUBLAS_CHECK(cublasSetStream(handle, s));

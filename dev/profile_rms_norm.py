@@ -1,5 +1,4 @@
-"""What limits each RMSNorm kernel: profiles tigon's forward and backward (under one or more
-TIGON_RMS_NORM_TUNING values), torch.nn.functional.rms_norm and torch.compile of the HF module at
+"""What limits each RMSNorm kernel: profiles tigon's forward and backward, torch.nn.functional.rms_norm and torch.compile of the HF module at
 one shape with Nsight Compute, and prints one table, a row per kernel: time, DRAM throughput and
 bytes, XU and ALU pipe use, registers, block and grid, occupancy (theoretical and achieved) and
 the three largest warp stall reasons. Each case runs in its own `ncu --clock-control none`
@@ -7,8 +6,7 @@ process, profiling that one op call (setup and warm-up, compilation included, ha
 profiled range); ncu flushes the caches before each kernel.
 
     TIGON_TORCH_LIBRARY=build/gpu/bindings/torch/_tigon_torch*.so PYTHONPATH=python \\
-        python tools/profile_rms_norm.py --shape 16384x4096 --config "" \\
-        --config fwd_light_max_row_threads=0 --out prof
+        python dev/profile_rms_norm.py --shape 16384x4096 --out prof
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ import argparse
 import csv
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -88,7 +85,7 @@ def number(row: dict, key: str) -> float | None:
         return None
 
 
-def summarize(case: str, config: str, row: dict) -> dict:
+def summarize(case: str, row: dict) -> dict:
     stalls = sorted(
         ((STALL.match(k).group(1), number(row, k) or 0.0) for k in row if STALL.match(k)),
         key=lambda kv: -kv[1],
@@ -98,7 +95,6 @@ def summarize(case: str, config: str, row: dict) -> dict:
     short_name = re.sub(r"\(.*$", "", name.split("<")[0].split("::")[-1]).removeprefix("void ")
     return {
         "case": case,
-        "config": config,
         "kernel": short_name[:40],
         "us": seconds * 1e6,
         "dram_%": number(row, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
@@ -123,27 +119,25 @@ def cell(v) -> str:
     return f"{v:.1f}" if isinstance(v, float) else str(v)
 
 
-def profile(case: str, config: str, m: int, h: int, out: Path) -> list[dict]:
+def profile(case: str, m: int, h: int, out: Path) -> list[dict]:
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw"]
     for s in SECTIONS:
         cmd += ["--section", s]
     cmd += [sys.executable, __file__, "--child", case, "--shape", f"{m}x{h}"]
-    env = dict(os.environ, TIGON_RMS_NORM_TUNING=config)
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    tag = re.sub(r"[^A-Za-z0-9]+", "_", f"{case}_{config}").strip("_")
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    tag = re.sub(r"[^A-Za-z0-9]+", "_", case).strip("_")
     (out / f"{tag}.csv").write_text(done.stdout)
     rows = parse_raw_csv(done.stdout)
     if done.returncode != 0 or not rows:
-        print(f"  {case} [{config}]: ncu failed (exit {done.returncode})\n{done.stderr[-1500:]}")
+        print(f"  {case}: ncu failed (exit {done.returncode})\n{done.stderr[-1500:]}")
         return []
-    return [summarize(case, config, r) for r in rows]
+    return [summarize(case, r) for r in rows]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--shape", default="16384x4096", help="MxH")
-    ap.add_argument("--config", action="append", help="TIGON_RMS_NORM_TUNING for the tigon cases")
     ap.add_argument(
         "--cases", default=",".join(CASES), help="comma-separated subset of " + str(CASES)
     )
@@ -156,14 +150,12 @@ def main() -> None:
         return
 
     args.out.mkdir(parents=True, exist_ok=True)
-    configs = args.config if args.config else [""]
     results = []
     for case in args.cases.split(","):
-        for config in configs if case.startswith("tigon") else [""]:
-            print(f"profiling {case} [{config}] at {m}x{h}", flush=True)
-            results += profile(case, config, m, h, args.out)
+        print(f"profiling {case} at {m}x{h}", flush=True)
+        results += profile(case, m, h, args.out)
     (args.out / "profile_rms_norm.json").write_text(json.dumps(results, indent=1))
-    cols = ["case", "config", "kernel", "us", "dram_%", "dram_MB", "xu_%", "alu_%", "regs"]
+    cols = ["case", "kernel", "us", "dram_%", "dram_MB", "xu_%", "alu_%", "regs"]
     cols += ["block", "grid"]
     cols += ["occ_theory_%", "occ_achieved_%", "stalls"]
     cells = [[cell(r[c]) for c in cols] for r in results]

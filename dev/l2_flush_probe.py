@@ -7,7 +7,7 @@ clean lines ("zero+read": the dirty lines are written back before the timed regi
 read alone, so the difference can be put in numbers (H100 figures: docs/benchmarks.md).
 
     TIGON_TORCH_LIBRARY=build/gpu/bindings/torch/_tigon_torch*.so PYTHONPATH=python \
-        python tools/l2_flush_probe.py
+        python dev/l2_flush_probe.py
 """
 
 import statistics
