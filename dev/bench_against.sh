@@ -36,7 +36,7 @@ for bench in "${benches[@]}"; do
     echo "=== $bench ($side: $tree)"
     TIGON_TORCH_LIBRARY=$(ls "$tree"/build/against/bindings/torch/_tigon_torch*.so) \
       PYTHONPATH="$tree/python" "$PY" "benchmarks/python/$bench.py" --device cuda \
-      --out "$OUT_DIR/$side" ${BENCH_ARGS---quick}
+      --out "$OUT_DIR/$side" ${BENCH_ARGS---quick} || echo "FAILED: $bench ($side)"
   done
 done
 
@@ -58,7 +58,7 @@ for new in sorted((out / "new").glob("*.json")):
     for key, both in rows.items():
         if len(both) < 2:
             continue
-        ratios = [f"{k[:-3]} {both['new'][k] / both['old'][k]:.3f}" for k in both["new"]
-                  if k.endswith("_ms") and both["old"].get(k)]
+        ratios = [f"{k} {both['new'][k] / both['old'][k]:.3f}" for k in both["new"]
+                  if k.endswith(("_ms", "_us")) and both["old"].get(k)]
         print("  " + ", ".join(f"{k}={v}" for k, v in key) + ": " + ", ".join(ratios))
 PY

@@ -1,7 +1,8 @@
 """Cross-entropy and fused linear cross-entropy benchmark: tigon vs Hugging Face's loss
 (logits.float() + F.cross_entropy), torch.compile of it and Liger (if installed), forward+backward
 time, GB/s against the copy ceiling of the same run (CE: one read of the logits and one write of
-the gradient), effective TFLOP/s (FLCE: 6*N*H*V) and peak memory above the inputs.
+the gradient), effective TFLOP/s (FLCE: 6*N*H*V) and peak memory above the inputs; then host
+time per call at 4 rows (harness.host_table).
 
     python benchmarks/python/bench_cross_entropy.py --device cuda [--op ce|flce|both] [--quick]
 """
@@ -46,23 +47,34 @@ def ce_providers(device: str, with_compile: bool) -> dict:
     return p
 
 
+def loss_steps(fn, inputs, target):
+    """The forward (no grad) and the forward+backward of loss fn(*leaves, target), the leaves being
+    copies of `inputs` that require grad; and the leaves."""
+    leaves = [t.clone().requires_grad_() for t in inputs]
+
+    def fwd():
+        with torch.no_grad():
+            fn(*leaves, target)
+
+    def full():
+        for t in leaves:
+            t.grad = None
+        fn(*leaves, target).backward()
+
+    return fwd, full, leaves
+
+
+def ce_inputs(n, v, dtype, device):
+    return torch.randn(n, v, device=device, dtype=dtype), torch.randint(0, v, (n,), device=device)
+
+
 def bench_ce(n, v, dtype, device, reps, providers):
     rows = []
-    logits = torch.randn(n, v, device=device, dtype=dtype)
-    target = torch.randint(0, v, (n,), device=device)
+    logits, target = ce_inputs(n, v, dtype, device)
     bytes_full = 2 * logits.numel() * logits.element_size()
     for name, (fn, clobbers) in providers.items():
         print(f"  ce {name} {n}x{v}", file=sys.stderr, flush=True)
-        x = logits.clone().requires_grad_()
-
-        def full(x=x, fn=fn):
-            x.grad = None
-            fn(x, target).backward()
-
-        def fwd(x=x, fn=fn):
-            with torch.no_grad():
-                fn(x, target)
-
+        fwd, full, _ = loss_steps(fn, [logits], target)
         r = {"op": "cross_entropy", "provider": name, "N": n, "V": v}
         r["full_ms"] = harness.time_ms(full, device, reps)
         r["fwd_ms"] = harness.time_ms(fwd, device, reps) if not clobbers else None
@@ -71,7 +83,6 @@ def bench_ce(n, v, dtype, device, reps, providers):
             x2 = logits.clone().requires_grad_()
             r["peak_MB"] = harness.peak_memory_mb(lambda: fn(x2, target).backward())
         rows.append(r)
-        del x
     return rows
 
 
@@ -95,21 +106,19 @@ def flce_providers(device: str, with_compile: bool) -> dict:
     return p
 
 
-def bench_flce(n, hsz, v, dtype, device, reps, providers):
-    rows = []
+def flce_inputs(n, hsz, v, dtype, device):
     hidden = torch.randn(n, hsz, device=device, dtype=dtype)
     weight = (torch.randn(v, hsz, device=device) / hsz**0.5).to(dtype)
-    target = torch.randint(0, v, (n,), device=device)
+    return [hidden, weight], torch.randint(0, v, (n,), device=device)
+
+
+def bench_flce(n, hsz, v, dtype, device, reps, providers):
+    rows = []
+    inputs, target = flce_inputs(n, hsz, v, dtype, device)
     flops = 6 * n * hsz * v
     for name, fn in providers.items():
         print(f"  flce {name} {n}x{hsz}x{v}", file=sys.stderr, flush=True)
-        h = hidden.clone().requires_grad_()
-        w = weight.clone().requires_grad_()
-
-        def full(h=h, w=w, fn=fn):
-            h.grad = w.grad = None
-            fn(h, w, target).backward()
-
+        _, full, (h, w) = loss_steps(fn, inputs, target)
         r = {"op": "fused_linear_cross_entropy", "provider": name, "N": n, "H": hsz, "V": v}
         r["full_ms"] = harness.time_ms(full, device, reps)
         r["TFLOPs"] = flops / r["full_ms"] / 1e9
@@ -150,6 +159,14 @@ def main() -> None:
         heading = f"\ncross-entropy, copy ceiling (this run): {ceiling:.0f} GB/s"
         harness.print_results(rows, cols, device, heading)
         harness.save(args.out, f"cross_entropy_{device}_{args.dtype}", env, rows)
+        v = ce_shapes[0][1]
+        logits, target = ce_inputs(4, v, dtype, device)
+        tiny = {}
+        for name, (fn, clobbers) in ce_providers(device, compile_ok).items():
+            fwd, full, _ = loss_steps(fn, [logits], target)
+            tiny[name] = (None if clobbers else fwd, full)
+        name = f"cross_entropy_host_{device}_{args.dtype}"
+        harness.host_table(tiny, f"4x{v}", device, env, args.out, name)
     if args.op in ("flce", "both"):
         rows = []
         for n, hsz, v in flce_shapes:
@@ -158,6 +175,14 @@ def main() -> None:
         heading = "\nfused linear cross-entropy (peak_MB: above the inputs, gradients included)"
         harness.print_results(rows, cols, device, heading)
         harness.save(args.out, f"fused_linear_cross_entropy_{device}_{args.dtype}", env, rows)
+        _, hsz, v = flce_shapes[0]
+        inputs, target = flce_inputs(4, hsz, v, dtype, device)
+        tiny = {
+            name: loss_steps(fn, inputs, target)[:2]
+            for name, fn in flce_providers(device, compile_ok).items()
+        }
+        name = f"fused_linear_cross_entropy_host_{device}_{args.dtype}"
+        harness.host_table(tiny, f"4x{hsz}x{v}", device, env, args.out, name)
 
 
 if __name__ == "__main__":

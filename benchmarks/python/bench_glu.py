@@ -1,6 +1,6 @@
 """SwiGLU / GeGLU speed (forward, backward, full) and peak memory: tigon vs HF eager
 (act(a) * b with autograd) and torch.compile of it. Prints a table with GB/s and the copy
-ceiling of the same run, writes CSV/JSON.
+ceiling of the same run, writes CSV/JSON; then host time per call at 4x14336 (harness.host_table).
 
     python benchmarks/python/bench_glu.py --device cuda            # GPU tables (issue targets)
     python benchmarks/python/bench_glu.py --device cuda --quick
@@ -42,12 +42,13 @@ def providers(op: str, with_compile: bool) -> dict:
     return p
 
 
-def bench_one(fn, m: int, n: int, dtype, device: str, reps: int) -> dict:
+def steps(fn, m: int, n: int, dtype, device: str):
+    """fn's forward, full step, the input restore the full step does first, and the backward of
+    one retained forward, at m x n."""
     torch.manual_seed(0)
     a0 = torch.randn(m, n, device=device, dtype=dtype)
     b0 = torch.randn(m, n, device=device, dtype=dtype)
     dy = torch.randn(m, n, device=device, dtype=dtype)
-    size = dtype.itemsize
     # The ops read non-leaf views of the leaves a, b (no copy). tigon's in-place backward writes
     # the gradients into those buffers, so every timed backward first restores a and b (through
     # .data: no version bump for autograd); the restore is timed on its own and subtracted.
@@ -75,6 +76,12 @@ def bench_one(fn, m: int, n: int, dtype, device: str, reps: int) -> dict:
         restore()
         torch.autograd.grad(fn(*inputs()), (a, b), dy)
 
+    return forward, full, restore, backward
+
+
+def bench_one(fn, m: int, n: int, dtype, device: str, reps: int) -> dict:
+    forward, full, restore, backward = steps(fn, m, n, dtype, device)
+    size = dtype.itemsize
     fwd_bytes = 3 * m * n * size
     bwd_bytes = 5 * m * n * size
     row = {"M": m, "N": n}
@@ -82,7 +89,7 @@ def bench_one(fn, m: int, n: int, dtype, device: str, reps: int) -> dict:
         forward, backward, full, device, reps, fwd_bytes, bwd_bytes, overhead=restore
     )
     if device == "cuda":
-        del y
+        del backward  # the retained forward
         row["peak_MB"] = harness.peak_memory_mb(full)
     return row
 
@@ -117,6 +124,12 @@ def main() -> None:
     cols += ["full_GBps", "fwd_%ceil", "bwd_%ceil", "full_%ceil"]
     harness.print_results(rows, cols, device, f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")
     harness.save(args.out, f"glu_{device}_{args.dtype}", env, rows)
+    tiny = {
+        f"{op} {name}": steps(fn, 4, 14336, dtype, device)[:3]
+        for op in args.ops.split(",")
+        for name, fn in providers(op, device == "cuda" and not args.no_compile).items()
+    }
+    harness.host_table(tiny, "4x14336", device, env, args.out, f"glu_host_{device}_{args.dtype}")
 
 
 if __name__ == "__main__":

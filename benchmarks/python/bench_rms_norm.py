@@ -1,6 +1,6 @@
 """RMSNorm speed (forward, backward, full) and peak memory: tigon vs HF eager, torch.compile(HF),
 torch.nn.functional.rms_norm. Prints a table with GB/s and the copy ceiling of the same run, and
-writes CSV/JSON and a PNG plot.
+writes CSV/JSON and a PNG plot; then host time per call at 4x4096 (harness.host_table).
 
     python benchmarks/python/bench_rms_norm.py --device cuda            # GPU tables (issue targets)
     python benchmarks/python/bench_rms_norm.py --device cpu --quick     # 2-core CPU check
@@ -37,7 +37,9 @@ def providers(device: str, with_compile: bool) -> dict:
     return p
 
 
-def bench_one(make, m: int, h: int, dtype, device: str, reps: int) -> dict:
+def steps(make, m: int, h: int, dtype, device: str):
+    """Provider `make`'s forward, full step and backward (of one retained forward) at m x h, and
+    the retained forward's output."""
     torch.manual_seed(0)
     module = make(h)
     inner = getattr(module, "_orig_mod", module)
@@ -46,7 +48,6 @@ def bench_one(make, m: int, h: int, dtype, device: str, reps: int) -> dict:
     module = module.to(device=device, dtype=dtype)
     x = torch.randn(m, h, device=device, dtype=dtype, requires_grad=True)
     dy = torch.randn(m, h, device=device, dtype=dtype)
-    size = dtype.itemsize
 
     def forward():
         return module(x)
@@ -60,12 +61,18 @@ def bench_one(make, m: int, h: int, dtype, device: str, reps: int) -> dict:
     def full():
         torch.autograd.grad(module(x), (x, inner.weight), dy)
 
+    return forward, full, backward, y
+
+
+def bench_one(make, m: int, h: int, dtype, device: str, reps: int) -> dict:
+    forward, full, backward, y = steps(make, m, h, dtype, device)
+    size = dtype.itemsize
     fwd_bytes = m * h * (size + y.dtype.itemsize) + 4 * m
     bwd_bytes = m * h * (y.dtype.itemsize + 2 * size) + 4 * m
     row = {"M": m, "H": h}
     row |= harness.time_phases(forward, backward, full, device, reps, fwd_bytes, bwd_bytes)
     if device == "cuda":
-        del y
+        del y, backward  # the retained graph
         row["peak_MB"] = harness.peak_memory_mb(full)
     return row
 
@@ -121,6 +128,10 @@ def main() -> None:
     harness.print_results(rows, cols, device, f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")
     name = f"rms_norm_{device}_{args.dtype}"
     harness.save(args.out, name, env, rows)
+    tiny = {k: steps(make, 4, 4096, dtype, device)[:2] for k, make in chosen.items()}
+    harness.host_table(
+        tiny, "4x4096", device, env, args.out, f"rms_norm_host_{device}_{args.dtype}"
+    )
     harness.plot_phases(
         [r for r in rows if r["M"] == rows[0]["M"]],
         args.out / f"{name}.png",

@@ -1,6 +1,7 @@
 """RoPE speed (forward, backward, full) and peak memory: tigon vs HF eager apply_rotary_pos_emb
 and torch.compile of it, on q and k as HF makes them (transposed views of the projections).
-Prints a table with GB/s and the copy ceiling of the same run, and writes CSV/JSON and a PNG.
+Prints a table with GB/s and the copy ceiling of the same run, and writes CSV/JSON and a PNG;
+then host time per call at B=1, T=4 (harness.host_table).
 
     python benchmarks/python/bench_rope.py --device cuda            # GPU table (issue targets)
     python benchmarks/python/bench_rope.py --device cpu --quick     # 2-core CPU check
@@ -31,7 +32,9 @@ def providers(with_compile: bool) -> dict:
     return p
 
 
-def bench_one(fn, b: int, t: int, hq: int, hk: int, d: int, dtype, device: str, reps: int):
+def steps(fn, b: int, t: int, hq: int, hk: int, d: int, dtype, device: str):
+    """fn's forward, full step, the gradient clones the full step makes, and the backward of one
+    retained forward."""
     torch.manual_seed(0)
     q_proj = torch.randn(b, t, hq * d, device=device, dtype=dtype, requires_grad=True)
     k_proj = torch.randn(b, t, hk * d, device=device, dtype=dtype, requires_grad=True)
@@ -60,6 +63,11 @@ def bench_one(fn, b: int, t: int, hq: int, hk: int, d: int, dtype, device: str, 
     def clones():
         dq.clone(), dk.clone()
 
+    return forward, full, clones, backward
+
+
+def bench_one(fn, b: int, t: int, hq: int, hk: int, d: int, dtype, device: str, reps: int):
+    forward, full, clones, backward = steps(fn, b, t, hq, hk, d, dtype, device)
     size = dtype.itemsize
     elements = b * t * (hq + hk) * d
     table_bytes = 2 * b * t * d * size
@@ -70,7 +78,7 @@ def bench_one(fn, b: int, t: int, hq: int, hk: int, d: int, dtype, device: str, 
         forward, backward, full, device, reps, direction_bytes, direction_bytes, overhead=clones
     )
     if device == "cuda":
-        del qe, ke
+        del backward  # the retained forward
         row["peak_MB"] = harness.peak_memory_mb(full)
     return row
 
@@ -118,6 +126,10 @@ def main() -> None:
     )
     name = f"rope_{device}_{args.dtype}"
     harness.save(args.out, name, env, rows)
+    tiny = {k: steps(fn, 1, 4, 32, 8, 128, dtype, device)[:3] for k, fn in chosen.items()}
+    harness.host_table(
+        tiny, "1x4 32/8x128", device, env, args.out, f"rope_host_{device}_{args.dtype}"
+    )
     harness.plot_phases(
         rows,
         args.out / f"{name}.png",

@@ -162,6 +162,57 @@ def time_ms_back_to_back(fn: Callable[[], object], reps: int, warmup: int = 3) -
     return start.elapsed_time(end) / reps
 
 
+def host_us(
+    fn: Callable[[], object], device: str, calls: int = 20, rounds: int = 5, warmup: int = 5
+) -> float:
+    """Host time of one call of fn in us: the wall time of `calls` calls issued back to back,
+    divided by `calls`, the least of `rounds` such rounds (what other processes and GC pauses add
+    is dropped), after `warmup` calls (which also compile a torch.compile provider). The device is
+    synchronized before and after each round, outside the timed region, never between calls: on
+    CUDA the figure is the host's launch path (Python, dispatcher, autograd, the library's own
+    host code), not the kernels, as long as a round's launches do not fill the launch queue
+    (about a thousand) and block the host, which a tiny shape ensures. On the CPU the op runs on
+    the host, so the figure includes its compute."""
+    for _ in range(warmup):
+        fn()
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    samples = []
+    for _ in range(rounds):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls * 1e6)
+        sync()
+    return min(samples)
+
+
+def host_table(
+    steps: dict[str, tuple], shape: str, device: str, env: dict, out_dir: Path, name: str
+) -> list[dict]:
+    """Rows {provider, shape, fwd_host_us, full_host_us}: host_us of each provider's
+    (forward, forward+backward[, overhead]) callables at the tiny `shape`, forward None where not
+    timed; `overhead` (work the full step does that is not the op's, e.g. restoring inputs) is
+    timed too and subtracted. Printed under a heading and saved as `name` (CSV/JSON)."""
+    rows = []
+    for provider, (forward, full, *overhead) in steps.items():
+        torch._dynamo.reset()  # compile afresh for this shape: no automatic-dynamic recompile
+        extra = host_us(overhead[0], device) if overhead else 0.0
+        rows.append(
+            {
+                "provider": provider,
+                "shape": shape,
+                "fwd_host_us": host_us(forward, device) if forward is not None else None,
+                "full_host_us": host_us(full, device) - extra,
+            }
+        )
+    what = "the launch path, no device sync between" if device == "cuda" else "compute included"
+    print(f"\nhost time per call (us) at a tiny shape: calls issued back to back ({what})")
+    print_table(rows, ["provider", "shape", "fwd_host_us", "full_host_us"])
+    save(out_dir, name, env, rows)
+    return rows
+
+
 def copy_ceiling_gbps(device: str, reps: int) -> float:
     """Device-to-device copy bandwidth (bytes read + written) measured in this run."""
     n = (1 << 30) if device == "cuda" else (1 << 27)

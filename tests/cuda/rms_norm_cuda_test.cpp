@@ -1011,6 +1011,7 @@ TEST(RmsNormCudaHostCost, LaunchesQueryTheDeviceOnce) {
   c.rows = 4;
   const RmsNormParams p = params_for(c);
   HostRun h = make_inputs(c, tigon::rms_norm_output_dtype(p, c.x, c.w, true));
+  run_cpu(c, h);  // the backward's rstd input
   GpuCase gpu(c, h);
   GpuRun warm;
   gpu.forward(warm);
