@@ -9,6 +9,7 @@
 
 #include "convert.h"
 #include "tigon/ops/rms_norm.h"
+#include "unobservable.h"
 
 namespace tigon::torch_binding {
 namespace {
@@ -146,6 +147,10 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
       "rms_norm_bwd_inplace(Tensor(a!) dy, Tensor x, Tensor? weight, Tensor rstd, float offset, "
       "str casting_mode) -> Tensor dw",
       tags);
+}
+
+TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
+  m.impl("rms_norm_bwd_inplace", tigon::torch_binding::bump_written_versions());
 }
 
 namespace {

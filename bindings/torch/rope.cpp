@@ -9,6 +9,7 @@
 
 #include "convert.h"
 #include "tigon/ops/rope.h"
+#include "unobservable.h"
 
 namespace tigon::torch_binding {
 namespace {
@@ -174,6 +175,11 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
       "rope_bwd_inplace(Tensor(a!) dq_embed, Tensor(b!) dk_embed, Tensor cos, Tensor sin, "
       "int unsqueeze_dim) -> ()",
       tags);
+}
+
+TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
+  m.impl("rope_fwd_inplace", tigon::torch_binding::bump_written_versions());
+  m.impl("rope_bwd_inplace", tigon::torch_binding::bump_written_versions());
 }
 
 namespace {
