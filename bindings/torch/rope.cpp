@@ -156,7 +156,8 @@ void rope_bwd_inplace(const at::Tensor& dq_embed, const at::Tensor& dk_embed, co
 }  // namespace tigon::torch_binding
 
 TORCH_LIBRARY_FRAGMENT(tigon, m) {
-  // The fake (meta) implementations and the autograd formula live in this Python module.
+  // The fake (meta) implementations live in this Python module, the autograd kernel in
+  // rope_autograd.cpp.
   m.set_python_module("tigon.ops.rope");
   const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
   m.def(
