@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "convert.h"
+#include "unobservable.h"
 
 namespace tigon::torch_binding {
 namespace {
@@ -166,6 +167,11 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
       tags);
   m.def("cross_entropy_scale_grad_(Tensor(a!) grad, Tensor grad_loss) -> ()", tags);
   m.def("cross_entropy_scale_grad(Tensor grad, Tensor grad_loss) -> Tensor", tags);
+}
+
+TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
+  m.impl("cross_entropy_fwd_inplace", tigon::torch_binding::bump_written_versions());
+  m.impl("cross_entropy_scale_grad_", tigon::torch_binding::bump_written_versions());
 }
 
 #define TIGON_CE_CPU_CONTEXT(t) \

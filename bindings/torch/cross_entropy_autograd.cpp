@@ -5,18 +5,22 @@
 // Unless reduction="none", the forward already computed the gradient for upstream 1; it is kept by
 // reference, not with save_for_backward, so that the tensor the backward returns is the only
 // reference and the leaf's AccumulateGrad adopts it as .grad without a copy. The backward scales
-// it in place on the device (a no-op for upstream 1), or functionally while torch.compile traces
-// (AOTAutograd cannot mutate a saved forward output). reduction="none" recomputes the gradient
+// it in place on the device (a no-op for upstream 1) when nothing else can observe it
+// (unobservable.h), else functionally (while torch.compile traces, AOTAutograd cannot mutate a
+// saved forward output; a direct caller of the op may hold the gradient output). A second
+// backward through the graph is refused. reduction="none" recomputes the gradient
 // with the per-row upstream gradient in one pass (cross_entropy_bwd).
-#include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/LegacyTypeDispatch.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <optional>
 #include <tuple>
 
+#include "autograd.h"
+#include "unobservable.h"
+
+namespace tigon::torch_binding {
 namespace {
 
 using at::Tensor;
@@ -33,21 +37,6 @@ using BwdSignature = Tensor(const Tensor&, const Tensor&, const Tensor&,
                             const Tensor&, int64_t, c10::string_view, double, double, double);
 using ScaleSignature = void(const Tensor&, const Tensor&);
 using ScaledSignature = Tensor(const Tensor&, const Tensor&);
-
-template <typename Signature>
-c10::TypedOperatorHandle<Signature> op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
-}
-
-// Fake or functional tensors: torch.compile is tracing.
-bool traced(const Tensor& t) {
-  return t.key_set().has(c10::DispatchKey::Python) ||
-         at::functionalization::impl::isFunctionalTensor(t);
-}
-
-std::optional<Tensor> optional_of(const c10::IValue& v) {
-  return v.isNone() ? std::nullopt : std::optional<Tensor>(v.toTensor());
-}
 
 struct CrossEntropyFwd : torch::autograd::Function<CrossEntropyFwd> {
   static variable_list forward(AutogradContext* ctx, const Tensor& logits, const Tensor& target,
@@ -79,7 +68,7 @@ struct CrossEntropyFwd : torch::autograd::Function<CrossEntropyFwd> {
     return {loss, z_loss, lse, grad};
   }
 
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  static variable_list backward(AutogradContext* ctx, variable_list& grads) {
     variable_list out(10);
     const Tensor& grad_loss = grads[0];
     if (!grad_loss.defined()) return out;
@@ -90,13 +79,14 @@ struct CrossEntropyFwd : torch::autograd::Function<CrossEntropyFwd> {
                   "through this graph (they are scaled in place); run the forward again");
       Tensor grad = std::move(stash).toTensor();
       stash = c10::IValue();
-      if (traced(grad)) {
-        static const auto scaled = op<ScaledSignature>("tigon::cross_entropy_scale_grad");
-        out[0] = scaled.call(grad, grad_loss);
-      } else {
+      if (unobservable(grad, grad.scalar_type(), WriteLayout::kRows)) {
         static const auto scale = op<ScaleSignature>("tigon::cross_entropy_scale_grad_");
+        at::AutoDispatchBelowADInplaceOrView below_autograd;  // grad is ours: no version to bump
         scale.call(grad, grad_loss);
         out[0] = std::move(grad);
+      } else {  // traced, or a direct caller of the op still holds the gradient output
+        static const auto scaled = op<ScaledSignature>("tigon::cross_entropy_scale_grad");
+        out[0] = scaled.call(grad, grad_loss);
       }
       return out;
     }
@@ -112,16 +102,10 @@ struct CrossEntropyFwd : torch::autograd::Function<CrossEntropyFwd> {
   }
 };
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> cross_entropy_fwd_autograd(
-    const Tensor& logits, const Tensor& target, const std::optional<Tensor>& weight,
-    const std::optional<Tensor>& divisor, int64_t ignore_index, c10::string_view reduction,
-    double label_smoothing, double lse_square_scale, double softcap, bool compute_grad) {
-  variable_list r =
-      CrossEntropyFwd::apply(logits, target, weight, divisor, ignore_index, reduction,
-                             label_smoothing, lse_square_scale, softcap, compute_grad);
-  return {std::move(r[0]), std::move(r[1]), std::move(r[2]), std::move(r[3])};
-}
-
 }  // namespace
+}  // namespace tigon::torch_binding
 
-TORCH_LIBRARY_IMPL(tigon, Autograd, m) { m.impl("cross_entropy_fwd", &cross_entropy_fwd_autograd); }
+TORCH_LIBRARY_IMPL(tigon, Autograd, m) {
+  namespace tb = tigon::torch_binding;
+  m.impl("cross_entropy_fwd", &tb::AutogradKernel<tb::CrossEntropyFwd, tb::FwdSignature>::call);
+}

@@ -2,25 +2,43 @@
 #include "glu.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/linear.h>
 #include <torch/library.h>
 
 #include <string>
 
+#include "autograd.h"
 #include "convert.h"
+#include "unobservable.h"
 
 namespace tigon::torch_binding {
-namespace {
 
-struct Names {
-  const char* fwd;
-  const char* bwd;
-  const char* bwd_inplace;
-};
-
-Names names(GluActivation act) {
-  if (act == GluActivation::kSilu) return {"swiglu_fwd", "swiglu_bwd", "swiglu_bwd_inplace"};
-  return {"geglu_fwd", "geglu_bwd", "geglu_bwd_inplace"};
+GluNames glu_names(GluActivation act) {
+  if (act == GluActivation::kSilu) {
+    return {"swiglu_fwd",        "swiglu_bwd",           "swiglu_bwd_inplace",
+            "swiglu_packed_fwd", "swiglu_down_proj_fwd", "swiglu_packed_down_proj_fwd"};
+  }
+  return {"geglu_fwd",        "geglu_bwd",           "geglu_bwd_inplace",
+          "geglu_packed_fwd", "geglu_down_proj_fwd", "geglu_packed_down_proj_fwd"};
 }
+
+std::pair<at::Tensor, at::Tensor> glu_halves(const at::Tensor& gate_up, const char* op) {
+  TORCH_CHECK_VALUE(
+      gate_up.dim() > 0 && gate_up.size(-1) % 2 == 0,
+      argument_message(op, "gate_up", "an even last dimension ([..., 2 * N]: gate then up)",
+                       "shape " + int_list(gate_up.sizes())));
+  const int64_t n = gate_up.size(-1) / 2;
+  return {gate_up.narrow(-1, 0, n), gate_up.narrow(-1, n, n)};
+}
+
+at::Tensor call_glu_fwd(GluActivation act, const at::Tensor& a, const at::Tensor& b) {
+  using Signature = at::Tensor(const at::Tensor&, const at::Tensor&, bool);
+  static const auto swiglu = op<Signature>("tigon::swiglu_fwd");
+  static const auto geglu = op<Signature>("tigon::geglu_fwd");
+  return (act == GluActivation::kSilu ? swiglu : geglu).call(a, b, false);
+}
+
+namespace {
 
 // dy in a's dtype (a gradient arriving in another dtype is converted, as autograd would).
 at::Tensor grad_like(const at::Tensor& dy, const at::Tensor& a) {
@@ -31,7 +49,7 @@ at::Tensor grad_like(const at::Tensor& dy, const at::Tensor& a) {
 
 at::Tensor glu_fwd(GluActivation act, const at::Tensor& a_arg, const at::Tensor& b_arg,
                    Stream stream) {
-  const char* op = names(act).fwd;
+  const char* op = glu_names(act).fwd;
   return translate_errors([&] {
     const at::Tensor a = with_row_layout(a_arg);
     const at::Tensor b = with_row_layout(b_arg);
@@ -46,7 +64,7 @@ at::Tensor glu_fwd(GluActivation act, const at::Tensor& a_arg, const at::Tensor&
 std::tuple<at::Tensor, at::Tensor> glu_bwd(GluActivation act, const at::Tensor& dy_arg,
                                            const at::Tensor& a_arg, const at::Tensor& b_arg,
                                            Stream stream) {
-  const char* op = names(act).bwd;
+  const char* op = glu_names(act).bwd;
   return translate_errors([&] {
     const at::Tensor a = with_row_layout(a_arg);
     const at::Tensor b = with_row_layout(b_arg);
@@ -61,7 +79,7 @@ std::tuple<at::Tensor, at::Tensor> glu_bwd(GluActivation act, const at::Tensor& 
 
 void glu_bwd_inplace(GluActivation act, const at::Tensor& dy_arg, const at::Tensor& a,
                      const at::Tensor& b, Stream stream) {
-  const char* op = names(act).bwd_inplace;
+  const char* op = glu_names(act).bwd_inplace;
   for (const auto& [t, arg] : {std::pair<const at::Tensor&, const char*>{a, "a"}, {b, "b"}}) {
     TORCH_CHECK_VALUE(has_row_layout(t),
                       argument_message(op, arg,
@@ -81,7 +99,8 @@ void glu_bwd_inplace(GluActivation act, const at::Tensor& dy_arg, const at::Tens
 }  // namespace tigon::torch_binding
 
 TORCH_LIBRARY_FRAGMENT(tigon, m) {
-  // The fake (meta) implementations and the autograd formulas live in this Python module.
+  // The fake (meta) implementations live in this Python module, the autograd kernels in
+  // glu_autograd.cpp.
   m.set_python_module("tigon.ops.glu");
   const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
   for (const char* name : {"swiglu", "geglu"}) {
@@ -89,7 +108,25 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
     m.def((n + "_fwd(Tensor a, Tensor b, bool in_place=False) -> Tensor").c_str(), tags);
     m.def((n + "_bwd(Tensor dy, Tensor a, Tensor b) -> (Tensor da, Tensor db)").c_str(), tags);
     m.def((n + "_bwd_inplace(Tensor dy, Tensor(a!) a, Tensor(b!) b) -> ()").c_str(), tags);
+    // Composites of the ops above and aten ops (CompositeExplicitAutograd, any device), each
+    // with its own autograd kernel: act(gate) * up with gate, up = gate_up.chunk(2, -1) (the
+    // gradient of gate_up in one buffer), and F.linear(act(gate) * up, weight, bias) whose
+    // backward recomputes the product instead of saving it.
+    m.def((n + "_packed_fwd(Tensor gate_up, bool in_place=False) -> Tensor").c_str(), tags);
+    m.def((n + "_down_proj_fwd(Tensor gate, Tensor up, Tensor weight, Tensor? bias, "
+               "bool in_place=False) -> Tensor")
+              .c_str(),
+          tags);
+    m.def((n + "_packed_down_proj_fwd(Tensor gate_up, Tensor weight, Tensor? bias, "
+               "bool in_place=False) -> Tensor")
+              .c_str(),
+          tags);
   }
+}
+
+TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
+  m.impl("swiglu_bwd_inplace", tigon::torch_binding::bump_written_versions());
+  m.impl("geglu_bwd_inplace", tigon::torch_binding::bump_written_versions());
 }
 
 namespace {
@@ -112,6 +149,32 @@ void bwd_inplace_cpu(const at::Tensor& dy, const at::Tensor& a, const at::Tensor
   tb::glu_bwd_inplace(kAct, dy, a, b, Stream{});
 }
 
+// The composites (in_place is only read by their autograd kernels).
+template <GluActivation kAct>
+at::Tensor packed_fwd(const at::Tensor& gate_up, bool /*in_place*/) {
+  const auto [gate, up] = tb::glu_halves(gate_up, tb::glu_names(kAct).packed_fwd);
+  return tb::call_glu_fwd(kAct, gate, up);
+}
+template <GluActivation kAct>
+at::Tensor down_proj_fwd(const at::Tensor& gate, const at::Tensor& up, const at::Tensor& weight,
+                         const std::optional<at::Tensor>& bias, bool /*in_place*/) {
+  return at::linear(tb::call_glu_fwd(kAct, gate, up), weight, bias);
+}
+template <GluActivation kAct>
+at::Tensor packed_down_proj_fwd(const at::Tensor& gate_up, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, bool /*in_place*/) {
+  const auto [gate, up] = tb::glu_halves(gate_up, tb::glu_names(kAct).packed_down_proj_fwd);
+  return at::linear(tb::call_glu_fwd(kAct, gate, up), weight, bias);
+}
+
+template <GluActivation kAct>
+void register_composites(torch::Library& m) {
+  const tb::GluNames names = tb::glu_names(kAct);
+  m.impl(names.packed_fwd, &packed_fwd<kAct>);
+  m.impl(names.down_proj_fwd, &down_proj_fwd<kAct>);
+  m.impl(names.packed_down_proj_fwd, &packed_down_proj_fwd<kAct>);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tigon, CPU, m) {
@@ -121,4 +184,9 @@ TORCH_LIBRARY_IMPL(tigon, CPU, m) {
   m.impl("geglu_fwd", &fwd_cpu<GluActivation::kGeluTanh>);
   m.impl("geglu_bwd", &bwd_cpu<GluActivation::kGeluTanh>);
   m.impl("geglu_bwd_inplace", &bwd_inplace_cpu<GluActivation::kGeluTanh>);
+}
+
+TORCH_LIBRARY_IMPL(tigon, CompositeExplicitAutograd, m) {
+  register_composites<GluActivation::kSilu>(m);
+  register_composites<GluActivation::kGeluTanh>(m);
 }

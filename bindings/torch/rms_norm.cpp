@@ -9,6 +9,7 @@
 
 #include "convert.h"
 #include "tigon/ops/rms_norm.h"
+#include "unobservable.h"
 
 namespace tigon::torch_binding {
 namespace {
@@ -131,7 +132,8 @@ at::Tensor rms_norm_bwd_inplace(const at::Tensor& dy, const at::Tensor& x,
 }  // namespace tigon::torch_binding
 
 TORCH_LIBRARY_FRAGMENT(tigon, m) {
-  // The fake (meta) implementations and the autograd formula live in this Python module.
+  // The fake (meta) implementations live in this Python module, the autograd kernel in
+  // rms_norm_autograd.cpp.
   m.set_python_module("tigon.ops.rms_norm");
   const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
   m.def(
@@ -146,6 +148,10 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
       "rms_norm_bwd_inplace(Tensor(a!) dy, Tensor x, Tensor? weight, Tensor rstd, float offset, "
       "str casting_mode) -> Tensor dw",
       tags);
+}
+
+TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
+  m.impl("rms_norm_bwd_inplace", tigon::torch_binding::bump_written_versions());
 }
 
 namespace {

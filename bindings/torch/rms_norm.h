@@ -14,7 +14,7 @@ namespace tigon::torch_binding {
 
 // tigon::rms_norm_fwd(Tensor x, Tensor? weight, float eps, float offset, str casting_mode,
 //                     bool in_place=False) -> (Tensor y, Tensor rstd)
-// in_place is only read by the autograd formula (python/tigon/ops/rms_norm.py).
+// in_place is only read by the autograd kernel (rms_norm_autograd.cpp).
 std::tuple<at::Tensor, at::Tensor> rms_norm_fwd(const at::Tensor& x,
                                                 const std::optional<at::Tensor>& weight, double eps,
                                                 double offset, c10::string_view casting_mode,

@@ -9,6 +9,7 @@
 
 #include "convert.h"
 #include "tigon/ops/rope.h"
+#include "unobservable.h"
 
 namespace tigon::torch_binding {
 namespace {
@@ -155,7 +156,8 @@ void rope_bwd_inplace(const at::Tensor& dq_embed, const at::Tensor& dk_embed, co
 }  // namespace tigon::torch_binding
 
 TORCH_LIBRARY_FRAGMENT(tigon, m) {
-  // The fake (meta) implementations and the autograd formula live in this Python module.
+  // The fake (meta) implementations live in this Python module, the autograd kernel in
+  // rope_autograd.cpp.
   m.set_python_module("tigon.ops.rope");
   const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
   m.def(
@@ -174,6 +176,11 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
       "rope_bwd_inplace(Tensor(a!) dq_embed, Tensor(b!) dk_embed, Tensor cos, Tensor sin, "
       "int unsqueeze_dim) -> ()",
       tags);
+}
+
+TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
+  m.impl("rope_fwd_inplace", tigon::torch_binding::bump_written_versions());
+  m.impl("rope_bwd_inplace", tigon::torch_binding::bump_written_versions());
 }
 
 namespace {

@@ -16,7 +16,7 @@ namespace tigon::torch_binding {
 // tigon::rope_fwd(Tensor q, Tensor k, Tensor cos, Tensor sin, int unsqueeze_dim=1,
 //                 bool in_place=False) -> (Tensor q_embed, Tensor k_embed)
 // Outputs have q's / k's layout (empty_like) and dtype promote(q, cos). in_place is only read by
-// the autograd formula (python/tigon/ops/rope.py).
+// the autograd kernel (rope_autograd.cpp).
 std::tuple<at::Tensor, at::Tensor> rope_fwd(const at::Tensor& q, const at::Tensor& k,
                                             const at::Tensor& cos, const at::Tensor& sin,
                                             int64_t unsqueeze_dim, Stream stream);

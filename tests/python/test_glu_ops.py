@@ -154,6 +154,24 @@ def test_opcheck(name, dtype, in_place, device):
     )
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("name", NAMES)
+def test_opcheck_packed_and_down_proj(name, bias, in_place, device):
+    """The composite ops (packed, GLU + down_proj) and their C++ autograd kernels."""
+    gate_up = torch.randn(3, 5, 80, device=device, requires_grad=True)
+    gate = torch.randn(3, 5, 40, device=device, requires_grad=True)
+    up = torch.randn(3, 5, 40, device=device, requires_grad=True)
+    w = torch.randn(24, 40, device=device, requires_grad=True)
+    b = torch.randn(24, device=device, requires_grad=True) if bias else None
+    torch.library.opcheck(getattr(OPS, f"{name}_packed_fwd").default, (gate_up, in_place))
+    torch.library.opcheck(getattr(OPS, f"{name}_down_proj_fwd").default, (gate, up, w, b, in_place))
+    torch.library.opcheck(
+        getattr(OPS, f"{name}_packed_down_proj_fwd").default, (gate_up, w, b, in_place)
+    )
+
+
 # -------------------------------------------------------------------------------- gradcheck
 
 
@@ -215,5 +233,7 @@ def test_errors_name_the_argument(name):
         getattr(OPS, f"{name}_fwd")(a.double(), a.double())
     with pytest.raises(ValueError, match="argument 'gate_up'"):
         getattr(tigon.ops, f"{name}_packed")(torch.randn(2, 7))
+    with pytest.raises(ValueError, match="argument 'gate_up'"):
+        getattr(OPS, f"{name}_packed_fwd")(torch.randn(2, 7))
     with pytest.raises(ValueError, match="argument 'a'"):
         getattr(OPS, f"{name}_bwd_inplace")(a, a.t().contiguous().t()[:, :8], a.clone())

@@ -82,14 +82,16 @@ def test_gradcheck(rotary):
     assert torch.autograd.gradcheck(f, (q, k, cos, sin), eps=1e-3, atol=2e-3, rtol=2e-3)
 
 
-def test_table_gradients_match_hf_autograd():
-    """cos / sin that require grad get HF's gradients (plain torch ops, float32 close)."""
+@pytest.mark.parametrize("in_place", [False, True], ids=["out_of_place", "in_place"])
+def test_table_gradients_match_hf_autograd(in_place):
+    """cos / sin that require grad get HF's gradients (plain torch ops, float32 close), also when
+    the backward reuses the incoming gradients (read for the tables before being overwritten)."""
     q, k, cos, sin = _qk_tables("cpu", torch.float32, rotary=8, requires_grad=True)
     cos.requires_grad_()
     sin.requires_grad_()
     dq_e, dk_e = torch.randn_like(q), torch.randn_like(k)
-    ours = tigon.ops.rope(q, k, cos, sin)
-    got = torch.autograd.grad(ours, (q, k, cos, sin), (dq_e, dk_e))
+    ours = tigon.ops.rope(q, k, cos, sin, in_place=in_place)
+    got = torch.autograd.grad([o * 1 for o in ours], (q, k, cos, sin), (dq_e, dk_e))
     ref = torch.autograd.grad(hf_phi3(q, k, cos, sin), (q, k, cos, sin), (dq_e, dk_e))
     for g, r in zip(got, ref, strict=True):
         torch.testing.assert_close(g, r)
@@ -178,28 +180,29 @@ def test_in_place_forward_without_autograd(dtype, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_in_place_backward_reuses_gradients(dtype, device):
+def test_in_place_backward_reuses_unshared_gradients(dtype, device):
+    """dq, dk are written into the incoming gradients when nothing else holds them (here the
+    fresh gradients of ``q_embed * 1``), never into the caller's buffers."""
     q, k, cos, sin = _qk_tables(device, dtype)
-    dq_e = torch.randn_like(q).contiguous()
-    dk_e = torch.randn_like(k).contiguous()
+    dq_e = torch.randn_like(q)  # q's (transposed) layout: AccumulateGrad adopts it as .grad
+    dk_e = torch.randn_like(k)
 
     def run(in_place):
         qr = q.detach().clone().requires_grad_()
         kr = k.detach().clone().requires_grad_()
         bq, bk = dq_e.clone(), dk_e.clone()
         seen = []
-        qr.register_hook(lambda g: seen.append(g.data_ptr()))
         qe, ke = tigon.ops.rope(qr, kr, cos, sin, in_place=in_place)
-        torch.autograd.backward((qe, ke), (bq, bk))
-        return bq, qr.grad, kr.grad, seen + [bq.data_ptr()]
+        qe.register_hook(lambda g: seen.append(g.data_ptr()))  # the pointer only: no reference
+        torch.autograd.backward((qe * 1, ke * 1), (bq, bk))
+        return bq, bk, qr.grad, kr.grad, seen[0] == qr.grad.data_ptr()
 
-    buffer, dq, dk, ptrs = run(True)
-    ref_buffer, ref_dq, ref_dk, ref_ptrs = run(False)
-    assert torch.equal(ref_buffer, dq_e), "out of place must leave the gradient alone"
-    assert ref_ptrs[0] != ref_ptrs[1]
+    bq, bk, dq, dk, reused = run(True)
+    ref_bq, ref_bk, ref_dq, ref_dk, ref_reused = run(False)
+    for b, ref in ((bq, dq_e), (bk, dk_e), (ref_bq, dq_e), (ref_bk, dk_e)):
+        assert torch.equal(b, ref), "the caller's gradients are kept"
+    assert reused and not ref_reused, "in place: q.grad is the incoming gradient's buffer"
     assert torch.equal(dq, ref_dq) and torch.equal(dk, ref_dk)
-    assert torch.equal(buffer, ref_dq), "dq written into the incoming gradient"
-    assert ptrs[0] == ptrs[1], "the gradient handed on is the incoming buffer"
 
 
 def test_in_place_needs_the_result_dtype():

@@ -32,8 +32,10 @@ class RMSNorm(nn.Module):
         offset: added to the weight (1.0 for Gemma); must be 0 without a weight.
         casting_mode: ``"llama"``, ``"gemma"`` or ``"none"`` (see ``tigon.ops.CASTING_MODES``).
         elementwise_affine: learn a weight; False: no parameter (``weight`` is None).
-        in_place: the backward writes dx into the incoming gradient's buffer. Turn it off when
-            that gradient is also read elsewhere (e.g. Gemma2/3 sandwich norms).
+        in_place: allow the backward to write dx into the incoming gradient's buffer (saves one
+            activation-sized buffer). It does so only when nothing else can observe that buffer
+            (checked at run time), so it is safe where the gradient is shared, e.g. a residual sum
+            or Gemma2/3 sandwich norms.
         init: initial weight, ``"ones"`` (Llama) or ``"zeros"`` (Gemma's ``1 + weight``).
         device: device of the weight.
         dtype: dtype of the weight.

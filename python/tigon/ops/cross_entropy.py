@@ -185,8 +185,10 @@ def cross_entropy(
         num_items_in_batch: with ``reduction="sum"``, divide by it (HF's gradient-accumulation
             normalization); a tensor stays on the device (no synchronization).
         in_place: write the gradient into ``logits``' buffer during the forward (no memory
-            beyond the logits). The logits are then overwritten: only when nothing else reads
-            them. Ignored for ``reduction="none"`` and when no gradient is needed.
+            beyond the logits). An explicit overwrite: the logits are gone afterwards, so only
+            when nothing else reads them. Their version counter is bumped, so autograd raises if
+            another op saved them for its backward. Ignored for ``reduction="none"`` and when no
+            gradient is needed.
 
     Returns:
         The loss (float32), or ``(loss, z_loss)`` when ``return_z_loss``.

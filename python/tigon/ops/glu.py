@@ -1,16 +1,28 @@
-"""SwiGLU / GeGLU: fake implementations and autograd of ``torch.ops.tigon.{swiglu,geglu}_*``,
-and :func:`swiglu`, :func:`geglu`, :func:`swiglu_packed`, :func:`geglu_packed`.
+"""SwiGLU / GeGLU: fake implementations of ``torch.ops.tigon.{swiglu,geglu}_*``, and
+:func:`swiglu`, :func:`geglu`, :func:`swiglu_packed`, :func:`geglu_packed`, :func:`glu_down_proj`,
+:func:`glu_packed_down_proj`.
 
-The kernels and their exact cast order are specified in ``include/tigon/ops/glu.h``.
+The kernels and their exact cast order are specified in ``include/tigon/ops/glu.h``; the autograd
+kernels are C++ (``bindings/torch/glu_autograd.cpp``).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
+from torch import nn
+from torch.nn.modules import module as _module
 
-__all__ = ["geglu", "geglu_packed", "glu", "glu_packed", "swiglu", "swiglu_packed"]
+__all__ = [
+    "fusable_down_proj",
+    "geglu",
+    "geglu_packed",
+    "glu",
+    "glu_down_proj",
+    "glu_packed",
+    "glu_packed_down_proj",
+    "swiglu",
+    "swiglu_packed",
+]
 
 _OPS = "tigon::"
 _NAMES = ("swiglu", "geglu")
@@ -23,7 +35,7 @@ ACTIVATIONS: dict[str, str] = {
 }
 
 
-def _register(name: str) -> None:
+def _register_fakes(name: str) -> None:
     @torch.library.register_fake(f"{_OPS}{name}_fwd")
     def _fwd_fake(a: torch.Tensor, b: torch.Tensor, in_place: bool = False) -> torch.Tensor:
         return torch.empty(a.shape, dtype=a.dtype, device=a.device)
@@ -41,48 +53,30 @@ def _register(name: str) -> None:
     def _bwd_inplace_fake(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
         return None
 
-    ops = getattr(torch.ops.tigon, f"{name}_bwd")
-    ops_inplace = getattr(torch.ops.tigon, f"{name}_bwd_inplace")
+    @torch.library.register_fake(f"{_OPS}{name}_packed_fwd")
+    def _packed_fwd_fake(gate_up: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+        _check_packed(gate_up, f"{name}_packed_fwd")
+        return gate_up.new_empty((*gate_up.shape[:-1], gate_up.shape[-1] // 2))
 
-    def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-        a, b, in_place = inputs
-        ctx.save_for_backward(a, b)
-        ctx.in_place = in_place
+    @torch.library.register_fake(f"{_OPS}{name}_down_proj_fwd")
+    def _down_proj_fwd_fake(
+        gate: torch.Tensor,
+        up: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        in_place: bool = False,
+    ) -> torch.Tensor:
+        return gate.new_empty((*gate.shape[:-1], weight.shape[0]))
 
-    def _backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
-        a, b = ctx.saved_tensors
-        if ctx.in_place and _writable(a) and _writable(b):
-            # The saved activations become the gradients: no new buffer (a second backward
-            # through this graph would see the overwritten values).
-            ops_inplace(dy, a, b)
-            return a, b, None
-        da, db = ops(dy, a, b)
-        return da, db, None
-
-    torch.library.register_autograd(f"{_OPS}{name}_fwd", _backward, setup_context=_setup_context)
-
-
-def _writable(t: torch.Tensor) -> bool:
-    """The kernel can write t's elements in place: last dim dense, rows a single stride."""
-    if t.dim() == 0 or t.numel() == 0:
-        return True
-    if t.size(-1) != 1 and t.stride(-1) != 1:
-        return False
-    stride, span = None, 1
-    for d in range(t.dim() - 2, -1, -1):
-        if t.size(d) == 1:
-            continue
-        if stride is None:
-            stride, span = t.stride(d), t.size(d)
-        elif t.stride(d) != stride * span:
-            return False
-        else:
-            span *= t.size(d)
-    return stride is None or stride >= t.size(-1)
-
-
-for _name in _NAMES:
-    _register(_name)
+    @torch.library.register_fake(f"{_OPS}{name}_packed_down_proj_fwd")
+    def _packed_down_proj_fwd_fake(
+        gate_up: torch.Tensor,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        in_place: bool = False,
+    ) -> torch.Tensor:
+        _check_packed(gate_up, f"{name}_packed_down_proj_fwd")
+        return gate_up.new_empty((*gate_up.shape[:-1], weight.shape[0]))
 
 
 def _check_pair(a: torch.Tensor, b: torch.Tensor, op: str) -> None:
@@ -100,9 +94,10 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, in_place: bool = False) -> torch.Te
         a: the gate projection ``[..., N]``, float32, float16 or bfloat16. Row-strided views
             (e.g. ``gate_up.chunk(2, -1)[0]``) are read in place.
         b: the up projection, same shape and dtype.
-        in_place: the backward writes da into a's buffer and db into b's (no gradient
-            buffers). Only when nothing else reads a and b afterwards (true inside an MLP);
-            a second backward through the same graph is then wrong.
+        in_place: allow the backward to write da into a's buffer and db into b's (no gradient
+            buffers). It does so only when nothing else can observe a and b (checked at run
+            time: docs/ARCHITECTURE.md, "In place"), e.g. fresh projection outputs inside an
+            MLP; otherwise it allocates the gradients.
 
     Returns:
         ``round(round(silu(a)) * b)`` in a's dtype, a new contiguous tensor.
@@ -135,29 +130,6 @@ def _op_name(activation: str) -> str:
 _GLU = {"swiglu": swiglu, "geglu": geglu}
 
 
-class _PackedGlu(torch.autograd.Function):
-    """act(gate) * up with gate, up = gate_up.chunk(2, -1); the gradient of gate_up is one
-    buffer (gate_up's own when in_place), with no concatenation."""
-
-    @staticmethod
-    def forward(ctx: Any, gate_up: torch.Tensor, name: str, in_place: bool) -> torch.Tensor:
-        gate, up = gate_up.chunk(2, dim=-1)
-        ctx.save_for_backward(gate_up)
-        ctx.name = name
-        ctx.in_place = in_place
-        return getattr(torch.ops.tigon, f"{name}_fwd")(gate, up)
-
-    @staticmethod
-    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
-        (gate_up,) = ctx.saved_tensors
-        grad = gate_up if ctx.in_place and _writable(gate_up) else torch.empty_like(gate_up)
-        if grad is not gate_up:
-            grad.copy_(gate_up)  # the kernel reads gate and up from the buffer it writes
-        gate, up = grad.chunk(2, dim=-1)
-        getattr(torch.ops.tigon, f"{ctx.name}_bwd_inplace")(dy, gate, up)
-        return grad, None, None
-
-
 def _check_packed(gate_up: torch.Tensor, op: str) -> None:
     if gate_up.dim() == 0 or gate_up.size(-1) % 2 != 0:
         raise ValueError(
@@ -169,20 +141,103 @@ def _check_packed(gate_up: torch.Tensor, op: str) -> None:
 def swiglu_packed(gate_up: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     """Phi3's fused form: ``gate, up = gate_up.chunk(2, -1); silu(gate) * up`` (no copies).
 
-    With ``in_place`` the gradient of gate_up is written into gate_up's own buffer.
+    The gradient of gate_up is one buffer; ``in_place`` allows it to be gate_up's own (when
+    nothing else can observe gate_up, as :func:`swiglu`).
     """
     _check_packed(gate_up, "swiglu_packed")
-    return _PackedGlu.apply(gate_up, "swiglu", bool(in_place))
+    return torch.ops.tigon.swiglu_packed_fwd(gate_up, bool(in_place))
 
 
 def geglu_packed(gate_up: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     """:func:`swiglu_packed` with ``gelu(approximate="tanh")``."""
     _check_packed(gate_up, "geglu_packed")
-    return _PackedGlu.apply(gate_up, "geglu", bool(in_place))
+    return torch.ops.tigon.geglu_packed_fwd(gate_up, bool(in_place))
 
 
 def glu_packed(activation: str, gate_up: torch.Tensor, in_place: bool = False) -> torch.Tensor:
     """:func:`swiglu_packed` or :func:`geglu_packed` by HF activation name."""
     name = _op_name(activation)
     _check_packed(gate_up, f"{name}_packed")
-    return _PackedGlu.apply(gate_up, name, bool(in_place))
+    return getattr(torch.ops.tigon, f"{name}_packed_fwd")(gate_up, bool(in_place))
+
+
+# ------------------------------------------------------------------------- GLU + down_proj
+# Autograd of down_proj(glu(gate, up)) saves the product h (tokens x intermediate, the largest
+# activation of a decoder layer) as the Linear's input, although the GLU's own backward already
+# keeps gate and up. The ops below save gate, up and the weight only and recompute h in the
+# backward (one elementwise pass), bitwise as the unfused path (bindings/torch/glu_autograd.cpp).
+
+
+def fusable_down_proj(down_proj: nn.Module, *inputs: torch.Tensor) -> bool:
+    """Whether ``down_proj(glu(...))`` may run as one recomputing op: a plain ``nn.Linear``
+    (exact type: LoRA/PEFT, quantized and FSDP2 classes are not), called without hooks or an
+    instance-level forward (accelerate), plain contiguous weight tensors, autograd on and autocast
+    off for the input's device (else the ordinary path: nothing to save, or autocast's casts to
+    reproduce)."""
+    if type(down_proj) is not nn.Linear or "forward" in down_proj.__dict__:
+        return False
+    if (
+        down_proj._forward_hooks
+        or down_proj._forward_pre_hooks
+        or down_proj._backward_hooks
+        or down_proj._backward_pre_hooks
+        or _module._global_forward_hooks
+        or _module._global_forward_pre_hooks
+        or _module._global_backward_hooks
+        or _module._global_backward_pre_hooks
+    ):
+        return False
+    weight, bias = down_proj.weight, down_proj.bias
+    if type(weight) not in (nn.Parameter, torch.Tensor) or (
+        bias is not None and type(bias) not in (nn.Parameter, torch.Tensor)
+    ):
+        return False
+    if not weight.is_contiguous():  # autograd's mm backward picks another product order then
+        return False
+    if not torch.is_grad_enabled() or torch.is_autocast_enabled(inputs[0].device.type):
+        return False
+    params = (weight,) if bias is None else (weight, bias)
+    return any(t.requires_grad for t in (*inputs, *params))
+
+
+def glu_down_proj(
+    activation: str,
+    gate: torch.Tensor,
+    up: torch.Tensor,
+    down_proj: nn.Module,
+    in_place: bool = True,
+) -> torch.Tensor:
+    """``down_proj(act(gate) * up)``, bitwise as ``down_proj(glu(activation, gate, up,
+    in_place))``, whose backward recomputes ``act(gate) * up`` from gate and up instead of
+    keeping it alive from forward to backward (saves tokens x intermediate x dtype bytes per
+    MLP). Falls back to the two calls when :func:`fusable_down_proj` says no.
+    ``activation``: an HF name (``silu``, ``gelu_pytorch_tanh``, ...) or ``swiglu``/``geglu``.
+    ``in_place``: as :func:`swiglu`.
+    """
+    name = _resolve(activation)
+    if not fusable_down_proj(down_proj, gate, up) or gate.shape != up.shape:
+        return down_proj(_GLU[name](gate, up, in_place))
+    op = getattr(torch.ops.tigon, f"{name}_down_proj_fwd")
+    return op(gate, up, down_proj.weight, down_proj.bias, bool(in_place))
+
+
+def glu_packed_down_proj(
+    activation: str, gate_up: torch.Tensor, down_proj: nn.Module, in_place: bool = True
+) -> torch.Tensor:
+    """:func:`glu_down_proj` for Phi3's fused ``gate_up`` (``gate, up = gate_up.chunk(2, -1)``)."""
+    name = _resolve(activation)
+    if not fusable_down_proj(down_proj, gate_up) or gate_up.dim() == 0 or gate_up.size(-1) % 2:
+        return down_proj(_GLU_PACKED[name](gate_up, in_place))
+    op = getattr(torch.ops.tigon, f"{name}_packed_down_proj_fwd")
+    return op(gate_up, down_proj.weight, down_proj.bias, bool(in_place))
+
+
+_GLU_PACKED = {"swiglu": swiglu_packed, "geglu": geglu_packed}
+
+
+def _resolve(activation: str) -> str:
+    return activation if activation in _GLU else _op_name(activation)
+
+
+for _name in _NAMES:
+    _register_fakes(_name)

@@ -1,16 +1,12 @@
-"""RMSNorm: fake implementations and autograd of ``torch.ops.tigon.rms_norm_*``, and
-:func:`rms_norm`.
+"""RMSNorm: fake implementations of ``torch.ops.tigon.rms_norm_*``, and :func:`rms_norm`.
 
-The kernels and their exact cast order are specified in ``include/tigon/ops/rms_norm.h``.
+The kernels and their exact cast order are specified in ``include/tigon/ops/rms_norm.h``; the
+autograd kernel is C++ (``bindings/torch/rms_norm_autograd.cpp``).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-
-from tigon.distributed import runs_locally_in_place
 
 __all__ = ["CASTING_MODES", "rms_norm"]
 
@@ -88,45 +84,6 @@ def _rms_norm_bwd_inplace_fake(
     return _weight_grad_like(x, weight)
 
 
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
-    x, weight, _eps, offset, casting_mode, in_place = inputs
-    ctx.save_for_backward(x, weight, output[1])
-    ctx.offset = offset
-    ctx.casting_mode = casting_mode
-    ctx.in_place = in_place
-    ctx.mark_non_differentiable(output[1])
-    ctx.set_materialize_grads(False)  # no zero "gradient" of rstd (an allocation and a fill)
-
-
-def _can_write_dx_into(dy: torch.Tensor, x: torch.Tensor) -> bool:
-    """dx may overwrite dy's buffer: same dtype, dense, dy is not part of a graph, and (DTensor)
-    dy's shards are normalized where they are."""
-    return (
-        dy.dtype == x.dtype
-        and dy.is_contiguous()
-        and not dy.requires_grad
-        and runs_locally_in_place(dy)
-    )
-
-
-def _backward(ctx: Any, dy: torch.Tensor | None, _drstd: torch.Tensor | None) -> tuple[Any, ...]:
-    if dy is None:  # only rstd was used (it has no gradient)
-        return (None,) * len(ctx.needs_input_grad)
-    x, weight, rstd = ctx.saved_tensors
-    if ctx.in_place and _can_write_dx_into(dy, x):
-        dw = torch.ops.tigon.rms_norm_bwd_inplace(dy, x, weight, rstd, ctx.offset, ctx.casting_mode)
-        dx = dy
-    else:
-        dx, dw = torch.ops.tigon.rms_norm_bwd(dy, x, weight, rstd, ctx.offset, ctx.casting_mode)
-    grads: list[Any] = [dx, dw if weight is not None else None]
-    # One gradient per input the op was called with (eps, offset, casting_mode, in_place: None).
-    grads += [None] * (len(ctx.needs_input_grad) - len(grads))
-    return tuple(grads)
-
-
-torch.library.register_autograd(_OPS + "rms_norm_fwd", _backward, setup_context=_setup_context)
-
-
 def rms_norm(
     x: torch.Tensor,
     weight: torch.Tensor | None = None,
@@ -144,9 +101,10 @@ def rms_norm(
         eps: added to the mean of squares, >= 0.
         offset: added to the weight (1.0 for Gemma's ``1 + weight``).
         casting_mode: ``"llama"``, ``"gemma"`` or ``"none"``; see :data:`CASTING_MODES`.
-        in_place: let the backward write dx into the incoming gradient's buffer (saves one
-            activation-sized allocation). Only when nothing else reads that gradient, e.g. not
-            when y feeds a residual sum consumed elsewhere.
+        in_place: allow the backward to write dx into the incoming gradient's buffer (saves one
+            activation-sized allocation). The backward reuses a buffer only when nothing else can
+            observe it (checked at run time: docs/ARCHITECTURE.md, "In place"), so this is safe
+            whatever else reads y or its gradient.
 
     Returns:
         y with x's shape; dtype ``promote(x, weight)`` in "llama" and "none" mode (as Hugging

@@ -1,12 +1,11 @@
-"""RoPE (Hugging Face's half-split rotary embedding): fake implementations and autograd of
+"""RoPE (Hugging Face's half-split rotary embedding): fake implementations of
 ``torch.ops.tigon.rope_*``, :func:`rope` and :func:`apply_rotary_pos_emb`.
 
-The kernels and their exact cast order are specified in ``include/tigon/ops/rope.h``.
+The kernels and their exact cast order are specified in ``include/tigon/ops/rope.h``; the
+autograd kernel is C++ (``bindings/torch/rope_autograd.cpp``).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 
@@ -63,70 +62,6 @@ def _rope_bwd_inplace_fake(
     return None
 
 
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
-    q, k, cos, sin, unsqueeze_dim, in_place = inputs
-    ctx.unsqueeze_dim = unsqueeze_dim
-    ctx.in_place = in_place
-    ctx.dtype = q.dtype
-    # q and k are kept only for cos / sin gradients, which HF's tables never need.
-    table_grad = cos.requires_grad or sin.requires_grad
-    ctx.save_for_backward(cos, sin, q if table_grad else None, k if table_grad else None)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def _table_grads(
-    grads: tuple[torch.Tensor, torch.Tensor],
-    inputs: tuple[torch.Tensor, torch.Tensor],
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    unsqueeze_dim: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """d/dcos and d/dsin with plain torch ops (eager reduction order, not bitwise HF's)."""
-    shape = cos.unsqueeze(unsqueeze_dim).shape
-    rotary = cos.shape[-1]
-    dcos = dsin = None
-    for dy, x in zip(grads, inputs, strict=True):
-        dy_rot, x_rot = dy[..., :rotary], x[..., :rotary]
-        term_cos = (dy_rot * x_rot).sum_to_size(shape)
-        term_sin = (dy_rot * _rotate_half(x_rot)).sum_to_size(shape)
-        dcos = term_cos if dcos is None else dcos + term_cos
-        dsin = term_sin if dsin is None else dsin + term_sin
-    return dcos.reshape(cos.shape).to(cos.dtype), dsin.reshape(sin.shape).to(sin.dtype)
-
-
-def _can_write_into(dy: torch.Tensor, dtype: torch.dtype) -> bool:
-    """dx may overwrite dy's buffer: same dtype, dense, not part of a graph."""
-    dense = dy.is_contiguous() or (dy.dim() >= 3 and dy.transpose(-3, -2).is_contiguous())
-    return dy.dtype == dtype and dense and not dy.requires_grad
-
-
-def _backward(ctx: Any, dq_embed: torch.Tensor, dk_embed: torch.Tensor) -> tuple:
-    # An unused output's gradient arrives as zeros (autograd materializes it).
-    cos, sin, q, k = ctx.saved_tensors
-    if (
-        ctx.in_place
-        and _can_write_into(dq_embed, ctx.dtype)
-        and _can_write_into(dk_embed, ctx.dtype)
-    ):
-        torch.ops.tigon.rope_bwd_inplace(dq_embed, dk_embed, cos, sin, ctx.unsqueeze_dim)
-        dq, dk = dq_embed, dk_embed
-    else:
-        dq, dk = torch.ops.tigon.rope_bwd(
-            dq_embed, dk_embed, cos, sin, ctx.unsqueeze_dim, ctx.dtype
-        )
-    dcos = dsin = None
-    if ctx.needs_input_grad[2] or ctx.needs_input_grad[3]:
-        dcos, dsin = _table_grads((dq_embed, dk_embed), (q, k), cos, sin, ctx.unsqueeze_dim)
-    return dq, dk, dcos, dsin, None, None
-
-
-torch.library.register_autograd(_OPS + "rope_fwd", _backward, setup_context=_setup_context)
-
-
 def _recording(*tensors: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
@@ -152,10 +87,12 @@ def rope(
             at most D; the activation dtype or float32. Channels ``>= R`` pass through.
         position_ids: ignored (cos and sin are already gathered at the positions), as in HF.
         unsqueeze_dim: where cos and sin get the heads dimension, as in HF.
-        in_place: write the result into q and k when autograd is not recording (inference), and
-            write dq, dk into the incoming gradients in the backward. Needs the result dtype to
-            be q's (cos in q's dtype, or float32 q). The returned tensors are the results either
-            way; do not read q, k, or the gradients handed to this op afterwards.
+        in_place: when autograd is not recording (inference), write the result into q and k
+            themselves (an explicit overwrite: the returned tensors are q and k, and their old
+            values are gone). When it is recording, allow the backward to write dq, dk into the
+            incoming gradients' buffers, which it does only when nothing else can observe them
+            (checked at run time: docs/ARCHITECTURE.md, "In place"). Needs the result dtype to
+            be q's (cos in q's dtype, or float32 q).
 
     Returns:
         ``(q_embed, k_embed)`` with q's / k's shape and layout, dtype ``promote(q.dtype,

@@ -32,9 +32,9 @@ def require(*names: str) -> None:
 def glu(kind: str, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """``act(gate) * up`` with ``kind`` ``"swiglu"`` (silu) or ``"geglu"`` (tanh GELU).
 
-    ``in_place``: the backward writes the gradients into gate's and up's buffers. Safe here: they
-    are fresh projection outputs that nothing else reads (a Linear's backward needs its input,
-    not its output).
+    ``in_place``: the backward may write the gradients into gate's and up's buffers; it does when
+    nothing else can observe them (checked at run time), as for fresh projection outputs (a
+    Linear's backward needs its input, not its output).
     """
     return _op(kind)(gate, up, in_place=True)
 

@@ -13,10 +13,10 @@ How the RMSNorm columns are chosen:
   ``(x.float() * rstd * (offset + weight.float())).to(x.dtype)``.
 * ``offset``: 1.0 where HF computes ``1 + weight`` (weights stored zero-centered).
 * ``init``: the HF constructor's initial weight (``zeros`` for the ``1 + weight`` norms).
-* ``in_place``: whether the backward may write dx into the incoming gradient's buffer. Off where
-  that gradient is also read by another branch: a norm whose output is added straight to the
-  residual stream (post-norms: Gemma2/3 ``post_*_layernorm``, Olmo2), since autograd hands the
-  very same gradient tensor to both operands of the sum.
+* ``in_place``: whether the backward may write dx into the incoming gradient's buffer (a
+  permission: it does so only when nothing else can observe that buffer, checked at run time, so
+  it is on everywhere, including the post-norms whose output is added straight to the residual
+  stream and whose gradient autograd therefore shares with the residual branch).
 * ``eps_attr``: the attribute holding epsilon on the HF module (``variance_epsilon`` or ``eps``).
 """
 
@@ -126,7 +126,7 @@ _GEMMA_SANDWICH = NormSpec(
     "gemma",
     1.0,
     "zeros",
-    False,
+    True,
     "eps",
     "as Gemma; post-attention/post-feedforward norms feed the residual sum, so dy is shared",
 )
@@ -134,7 +134,7 @@ _OLMO2 = NormSpec(
     "gemma",
     0.0,
     "ones",
-    False,
+    True,
     "variance_epsilon",
     "`(w * x.float()*rstd).to(dtype)`: the weight multiply is in fp32 with one rounding, i.e. "
     "gemma casting with offset 0 (not llama); post-norms feed the residual sum",
