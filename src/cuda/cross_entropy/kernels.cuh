@@ -60,18 +60,21 @@ struct Layout {
   std::int64_t floats() const { return weights_offset() + (weighted ? vocab : 0); }
 };
 
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+// The block's sum of v in a fixed order (xor butterfly, then warps in order), to every thread.
+template <typename T>
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
   __syncthreads();
   if (threadIdx.x % 32 == 0) scratch[warp] = v;
   __syncthreads();
-  float total = scratch[0];
+  T total = scratch[0];
   for (int w = 1; w < warps; ++w) total += scratch[w];
   return total;
 }
 
-// Denominators and scales (one CTA): n, W_ce in row order per thread then a fixed tree;
+// Denominators and scales (one CTA): n, W_ce in float64, in row order per thread then a fixed
+// tree, rounded once (a float32 sum of many class weights drifts: src/cpu/cross_entropy.cpp);
 // class weights to float32; W = sum of the class weights.
 template <typename W>
 __global__ void __launch_bounds__(kReduceThreads)
@@ -80,13 +83,15 @@ __global__ void __launch_bounds__(kReduceThreads)
                       float* header, float* weights_f32) {
   allow_dependent_launch();  // the row kernel's first pass needs nothing of this kernel
   __shared__ float scratch[32];
-  float wsum = 0.0f, count = 0.0f, wtotal = 0.0f;
+  __shared__ double scratch64[32];
+  double wsum64 = 0.0, count64 = 0.0;
+  float wtotal = 0.0f;
   for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     const std::int64_t y = target[i];
     if (math::ce_ignored(y, ignore_index)) continue;
     const bool in_range = y >= 0 && y < vocab;
-    wsum += weight == nullptr ? 1.0f : (in_range ? math::to_float(weight[y]) : NAN);
-    count += 1.0f;
+    wsum64 += weight == nullptr ? 1.0f : (in_range ? math::to_float(weight[y]) : NAN);
+    count64 += 1.0;
   }
   if (weight != nullptr) {
     for (std::int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
@@ -95,8 +100,8 @@ __global__ void __launch_bounds__(kReduceThreads)
       wtotal += w;
     }
   }
-  wsum = block_sum(wsum, scratch);
-  count = block_sum(count, scratch);
+  const auto wsum = static_cast<float>(block_sum(wsum64, scratch64));
+  const auto count = static_cast<float>(block_sum(count64, scratch64));
   wtotal = weight == nullptr ? static_cast<float>(vocab) : block_sum(wtotal, scratch);
   if (threadIdx.x == 0) {
     float a = 1.0f, b = 1.0f;
@@ -119,14 +124,14 @@ __global__ void __launch_bounds__(kReduceThreads)
     ce_finish_kernel(const float* header, const float* row_ce, const float* row_z,
                      std::int64_t rows, float* loss, float* z_loss) {
   wait_for_prior_grid();  // the row kernel's per-row terms
-  __shared__ float scratch[32];
-  float ce = 0.0f, z = 0.0f;
+  __shared__ double scratch[32];
+  double ce64 = 0.0, z64 = 0.0;  // as the denominators: float64, rounded once
   for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
-    ce += row_ce[i];
-    z += row_z[i];
+    ce64 += row_ce[i];
+    z64 += row_z[i];
   }
-  ce = block_sum(ce, scratch);
-  z = block_sum(z, scratch);
+  const auto ce = static_cast<float>(block_sum(ce64, scratch));
+  const auto z = static_cast<float>(block_sum(z64, scratch));
   if (threadIdx.x == 0) {
     const float z_total = z * header[3];
     loss[0] = ce * header[2] + z_total;
