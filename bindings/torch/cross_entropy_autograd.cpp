@@ -2,14 +2,10 @@
 // (torch.library.register_autograd) the same logic cost about 100 us of host time per forward and
 // backward (argument re-packing in torch's wrapper), several times the operator itself.
 //
-// Unless reduction="none", the forward already computed the gradient for upstream 1; it is kept by
-// reference, not with save_for_backward, so that the tensor the backward returns is the only
-// reference and the leaf's AccumulateGrad adopts it as .grad without a copy. The backward scales
-// it in place on the device (a no-op for upstream 1) when nothing else can observe it
-// (unobservable.h), else functionally (while torch.compile traces, AOTAutograd cannot mutate a
-// saved forward output; a direct caller of the op may hold the gradient output). A second
-// backward through the graph is refused. reduction="none" recomputes the gradient
-// with the per-row upstream gradient in one pass (cross_entropy_bwd).
+// Unless reduction="none", the forward already computed the gradient for upstream 1; the backward
+// scales it (stash_forward_grad / scaled_forward_grad, cross_entropy.h; also used by fused linear
+// cross-entropy). A second backward through the graph is refused. reduction="none" recomputes the
+// gradient with the per-row upstream gradient in one pass (cross_entropy_bwd).
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -18,6 +14,7 @@
 #include <tuple>
 
 #include "autograd.h"
+#include "cross_entropy.h"
 #include "unobservable.h"
 
 namespace tigon::torch_binding {
@@ -35,8 +32,6 @@ using FwdSignature = std::tuple<Tensor, Tensor, Tensor, Tensor>(const Tensor&, c
 using BwdSignature = Tensor(const Tensor&, const Tensor&, const Tensor&,
                             const std::optional<Tensor>&, const std::optional<Tensor>&,
                             const Tensor&, int64_t, c10::string_view, double, double, double);
-using ScaleSignature = void(const Tensor&, const Tensor&);
-using ScaledSignature = Tensor(const Tensor&, const Tensor&);
 
 struct CrossEntropyFwd : torch::autograd::Function<CrossEntropyFwd> {
   static variable_list forward(AutogradContext* ctx, const Tensor& logits, const Tensor& target,
@@ -57,7 +52,7 @@ struct CrossEntropyFwd : torch::autograd::Function<CrossEntropyFwd> {
     ctx->saved_data["lse_square_scale"] = lse_square_scale;
     ctx->saved_data["softcap"] = softcap;
     if (fused) {
-      ctx->saved_data["grad"] = grad;
+      stash_forward_grad(ctx, "grad", grad);
     } else {
       ctx->save_for_backward({logits, target, lse});
       ctx->saved_data["weight"] = weight;
@@ -73,21 +68,7 @@ struct CrossEntropyFwd : torch::autograd::Function<CrossEntropyFwd> {
     const Tensor& grad_loss = grads[0];
     if (!grad_loss.defined()) return out;
     if (ctx->saved_data["fused"].toBool()) {
-      c10::IValue& stash = ctx->saved_data["grad"];
-      TORCH_CHECK(stash.isTensor(),
-                  "tigon: the gradients computed in the forward were already used by a backward "
-                  "through this graph (they are scaled in place); run the forward again");
-      Tensor grad = std::move(stash).toTensor();
-      stash = c10::IValue();
-      if (unobservable(grad, grad.scalar_type(), WriteLayout::kRows)) {
-        static const auto scale = op<ScaleSignature>("tigon::cross_entropy_scale_grad_");
-        at::AutoDispatchBelowADInplaceOrView below_autograd;  // grad is ours: no version to bump
-        scale.call(grad, grad_loss);
-        out[0] = std::move(grad);
-      } else {  // traced, or a direct caller of the op still holds the gradient output
-        static const auto scaled = op<ScaledSignature>("tigon::cross_entropy_scale_grad");
-        out[0] = scaled.call(grad, grad_loss);
-      }
+      out[0] = scaled_forward_grad(ctx, "grad", grad_loss);
       return out;
     }
     static const auto bwd = op<BwdSignature>("tigon::cross_entropy_bwd");
@@ -103,6 +84,30 @@ struct CrossEntropyFwd : torch::autograd::Function<CrossEntropyFwd> {
 };
 
 }  // namespace
+
+void stash_forward_grad(AutogradContext* ctx, const char* key, const Tensor& grad) {
+  ctx->saved_data[key] = grad;
+}
+
+Tensor scaled_forward_grad(AutogradContext* ctx, const char* key, const Tensor& grad_loss) {
+  c10::IValue& stash = ctx->saved_data[key];
+  TORCH_CHECK(stash.isTensor(),
+              "tigon: the gradients computed in the forward were already used by a backward "
+              "through this graph (they are scaled in place); run the forward again");
+  Tensor grad = std::move(stash).toTensor();
+  stash = c10::IValue();
+  if (unobservable(grad, grad.scalar_type(), WriteLayout::kRows)) {
+    static const auto scale =
+        op<void(const Tensor&, const Tensor&)>("tigon::cross_entropy_scale_grad_");
+    at::AutoDispatchBelowADInplaceOrView below_autograd;  // grad is ours: no version to bump
+    scale.call(grad, grad_loss);
+    return grad;
+  }
+  static const auto scaled =
+      op<Tensor(const Tensor&, const Tensor&)>("tigon::cross_entropy_scale_grad");
+  return scaled.call(grad, grad_loss);
+}
+
 }  // namespace tigon::torch_binding
 
 TORCH_LIBRARY_IMPL(tigon, Autograd, m) {

@@ -104,28 +104,6 @@ def _scaled(grad: torch.Tensor, grad_loss: torch.Tensor) -> torch.Tensor:
     return grad
 
 
-def _stash_grads(ctx: Any, *grads: torch.Tensor | None) -> None:
-    """Keeps gradients computed by the forward for the backward, as plain references.
-
-    Not ctx.save_for_backward: the leaf's AccumulateGrad adopts an incoming gradient only when
-    nothing else references it and clones it otherwise (a second gradient-sized buffer at the
-    peak). The backward takes them back with :func:`_take_grads`, so the tensor it returns is
-    the only reference and becomes ``.grad`` itself.
-    """
-    ctx.forward_grads = list(grads)
-
-
-def _take_grads(ctx: Any) -> list[torch.Tensor | None]:
-    grads = ctx.forward_grads
-    if grads is None:
-        raise RuntimeError(
-            "tigon: the gradients computed in the forward were already used by a backward "
-            "through this graph (they are scaled in place); run the forward again"
-        )
-    ctx.forward_grads = None
-    return grads
-
-
 class _CrossEntropyInPlace(torch.autograd.Function):
     """The gradient is written into the logits buffer by the forward (no extra memory)."""
 
