@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/string_view.h>
 
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -36,6 +37,20 @@ at::Tensor cross_entropy_bwd(const at::Tensor& grad_loss, const at::Tensor& logi
                              const CeOptions& o, Stream stream);
 
 void cross_entropy_scale_grad(const at::Tensor& grad, const at::Tensor& grad_loss, Stream stream);
+
+// The gradients a forward computed for upstream gradient 1 (cross-entropy's, fused linear
+// cross-entropy's), handed to its backward. Kept in ctx->saved_data under `key` by reference, not
+// with save_for_backward, so that the tensor the backward returns is the only reference and the
+// leaf's AccumulateGrad adopts it as .grad without a copy.
+void stash_forward_grad(torch::autograd::AutogradContext* ctx, const char* key,
+                        const at::Tensor& grad);
+
+// The gradient stashed under `key` times grad_loss (one element, read on the device): scaled in
+// place (a no-op for upstream 1) when nothing else can observe it (unobservable.h), else into a
+// new buffer (torch.compile is tracing, or a direct caller of the op still holds the gradient
+// output). The stash is emptied: a second backward through the graph is refused.
+at::Tensor scaled_forward_grad(torch::autograd::AutogradContext* ctx, const char* key,
+                               const at::Tensor& grad_loss);
 
 }  // namespace tigon::torch_binding
 

@@ -136,6 +136,21 @@ def test_in_place_writes_gradient_into_logits(reduction, device):
     assert not torch.equal(buffer.detach(), logits)  # the logits now hold the gradient
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_place_retain_graph_double_backward(device):
+    """With the graph kept for a second backward, the first does not scale the logits' buffer in
+    place: both give the out-of-place gradient."""
+    logits, target = _problem(10, 64, torch.bfloat16, device)
+    x = logits.clone().requires_grad_()
+    (tigon.ops.cross_entropy(x * 1, target) * 2.5).backward()
+    leaf = logits.clone().requires_grad_()
+    loss = tigon.ops.cross_entropy(leaf * 1, target, in_place=True) * 2.5
+    for retain_graph in (True, False):
+        leaf.grad = None
+        loss.backward(retain_graph=retain_graph)
+        torch.testing.assert_close(leaf.grad, x.grad, rtol=0, atol=0)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("vocab", [32000, 70000], ids=["slice_kernel", "row_kernel"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["plain", "weights"])
@@ -224,17 +239,23 @@ def test_opcheck(reduction, compute_grad, device):
     inplace = (logits.detach().clone(), target, w, None, -100, "sum", 0.0, 0.0, 0.0)
     torch.library.opcheck(OPS.cross_entropy_fwd_inplace.default, inplace,
                           test_utils=("test_schema", "test_faketensor"))  # fmt: skip
+    grad_inplace = (logits.detach().clone().requires_grad_() * 1, *inplace[1:])
+    torch.library.opcheck(OPS.cross_entropy_fwd_inplace.default, grad_inplace)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("reduction", ["mean", "none"])
-def test_compile_fullgraph(reduction, device):
+@pytest.mark.parametrize(
+    ("reduction", "in_place"), [("mean", False), ("none", False), ("mean", True)]
+)
+def test_compile_fullgraph(reduction, in_place, device):
     torch._dynamo.reset()
     logits, target = _problem(12, 70, torch.bfloat16, device)
 
     def f(x, t):
-        loss = tigon.ops.cross_entropy(x.float() * 1.5, t, reduction=reduction, softcap=30.0)
+        loss = tigon.ops.cross_entropy(
+            x.float() * 1.5, t, reduction=reduction, softcap=30.0, in_place=in_place
+        )
         return loss.sum() if reduction == "none" else loss
 
     x1 = logits.clone().requires_grad_()

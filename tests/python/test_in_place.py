@@ -441,6 +441,51 @@ def test_second_backward_without_retain_graph_is_an_error(case: Case, device: st
         torch.autograd.backward(list(outs), gs)
 
 
+# ------------------------------------------------------------------- forward gradients
+
+
+def _forward_grad_ops(device: str) -> dict[str, Callable[[], tuple[Any, ...]]]:
+    """Ops whose forward computes the gradients for upstream 1 and whose backward scales them:
+    ``call()`` -> (outputs, leaves, index of the first gradient output)."""
+    gen = torch.Generator(device="cpu").manual_seed(3)
+    logits = torch.randn(ROWS, OUT, generator=gen).to(device)
+    hidden = torch.randn(ROWS, HIDDEN, generator=gen).to(device)
+    weight = torch.randn(OUT, HIDDEN, generator=gen).to(device)
+    bias = torch.randn(OUT, generator=gen).to(device)
+    target = torch.randint(0, OUT, (ROWS,), generator=gen).to(device)
+    ce = ("mean", 0.1, 1e-3, 0.0)
+
+    def cross_entropy() -> tuple[Any, ...]:
+        x = logits.clone().requires_grad_()
+        outs = torch.ops.tigon.cross_entropy_fwd(x, target, None, None, -100, *ce, True)
+        return outs, [x], 3
+
+    def fused_linear() -> tuple[Any, ...]:
+        leaves = [t.clone().requires_grad_() for t in (hidden, weight, bias)]
+        outs = torch.ops.tigon.fused_linear_cross_entropy_fwd(
+            leaves[0], leaves[1], target, leaves[2], None, None, -100, *ce, 4, True, True, True,
+            True,
+        )  # fmt: skip
+        return outs, leaves, 2
+
+    return {"cross_entropy": cross_entropy, "fused_linear_cross_entropy": fused_linear}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["cross_entropy", "fused_linear_cross_entropy"])
+def test_forward_gradient_held_by_the_caller_is_not_scaled(name: str, device: str) -> None:
+    """A direct caller of the op keeps its gradient outputs: the backward scales copies, and the
+    leaves get upstream * those gradients."""
+    call = _forward_grad_ops(device)[name]
+    outs, leaves, first = call()
+    held = [g for g in outs[first:] if g.numel()]
+    kept = [g.clone() for g in held]
+    (outs[0] * 2.5).backward()
+    assert all(torch.equal(g, g0) for g, g0 in zip(held, kept, strict=True))
+    for leaf, g0 in zip(leaves, kept, strict=True):
+        assert torch.equal(leaf.grad, g0 * 2.5)
+
+
 # ------------------------------------------------------------------- the issue, defaults
 
 

@@ -1,12 +1,13 @@
-"""Cross-entropy: fake implementations of ``torch.ops.tigon.cross_entropy_*``, the in-place
-autograd function, and :func:`cross_entropy`.
+"""Cross-entropy: fake implementations of ``torch.ops.tigon.cross_entropy_*`` and
+:func:`cross_entropy`.
 
 The formula, options and roundings are specified in ``include/tigon/ops/cross_entropy.h``.
 The gradient is computed in the forward (for upstream gradient 1) and scaled on the device in
 the backward, unless ``reduction="none"``: then the forward keeps the per-row log-sum-exp and the
 backward recomputes the gradient with the per-row upstream gradient in one pass. The autograd of
-``cross_entropy_fwd`` is C++ (``bindings/torch/cross_entropy_autograd.cpp``: far less host time
-per call than a Python registration).
+``cross_entropy_fwd`` and ``cross_entropy_fwd_inplace`` is C++
+(``bindings/torch/cross_entropy_autograd.cpp``: far less host time per call than a Python
+registration).
 """
 
 from __future__ import annotations
@@ -82,69 +83,6 @@ def _scaled_fake(grad, grad_loss):
     return torch.empty_like(grad, memory_format=torch.contiguous_format)
 
 
-def _traced(t: torch.Tensor) -> bool:
-    """True while torch.compile / AOTAutograd traces: mutating a saved forward output is not
-    allowed there (functionalization would copy it anyway), so the functional op is used."""
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch._subclasses.functional_tensor import FunctionalTensor
-
-    return (
-        torch.compiler.is_compiling()
-        or isinstance(t, (FakeTensor, FunctionalTensor))
-        or torch._is_functional_tensor(t)
-    )
-
-
-def _scaled(grad: torch.Tensor, grad_loss: torch.Tensor) -> torch.Tensor:
-    """grad * grad_loss: in place in eager mode (untouched when grad_loss == 1, checked on the
-    device)."""
-    if _traced(grad):
-        return torch.ops.tigon.cross_entropy_scale_grad(grad, grad_loss)
-    torch.ops.tigon.cross_entropy_scale_grad_(grad, grad_loss)
-    return grad
-
-
-def _stash_grads(ctx: Any, *grads: torch.Tensor | None) -> None:
-    """Keeps gradients computed by the forward for the backward, as plain references.
-
-    Not ctx.save_for_backward: the leaf's AccumulateGrad adopts an incoming gradient only when
-    nothing else references it and clones it otherwise (a second gradient-sized buffer at the
-    peak). The backward takes them back with :func:`_take_grads`, so the tensor it returns is
-    the only reference and becomes ``.grad`` itself.
-    """
-    ctx.forward_grads = list(grads)
-
-
-def _take_grads(ctx: Any) -> list[torch.Tensor | None]:
-    grads = ctx.forward_grads
-    if grads is None:
-        raise RuntimeError(
-            "tigon: the gradients computed in the forward were already used by a backward "
-            "through this graph (they are scaled in place); run the forward again"
-        )
-    ctx.forward_grads = None
-    return grads
-
-
-class _CrossEntropyInPlace(torch.autograd.Function):
-    """The gradient is written into the logits buffer by the forward (no extra memory)."""
-
-    @staticmethod
-    def forward(ctx: Any, logits, target, weight, divisor, *options):  # type: ignore[override]
-        loss, z_loss, _lse = torch.ops.tigon.cross_entropy_fwd_inplace(
-            logits, target, weight, divisor, *options
-        )
-        ctx.save_for_backward(logits)
-        ctx.mark_non_differentiable(z_loss)
-        ctx.set_materialize_grads(False)  # no zero "gradient" of z_loss (an allocation and a fill)
-        return loss, z_loss
-
-    @staticmethod
-    def backward(ctx: Any, grad_loss: torch.Tensor, _grad_z: Any) -> tuple[Any, ...]:  # type: ignore[override]
-        (grad,) = ctx.saved_tensors
-        return (_scaled(grad, grad_loss),) + (None,) * 9
-
-
 def _divisor(value: Any, device: torch.device) -> torch.Tensor | None:
     """HF's num_items_in_batch as one float32 element on `device`, without a host sync."""
     if value is None:
@@ -204,7 +142,7 @@ def cross_entropy(
     options = (int(ignore_index), reduction, float(label_smoothing), float(lse_square_scale), cap)
     needs_grad = torch.is_grad_enabled() and logits.requires_grad
     if in_place and needs_grad and reduction != "none":
-        loss, z_loss = _CrossEntropyInPlace.apply(
+        loss, z_loss, _lse = torch.ops.tigon.cross_entropy_fwd_inplace(
             flat_logits, flat_target, weight, divisor, *options
         )
     else:

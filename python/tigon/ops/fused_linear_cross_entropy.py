@@ -1,18 +1,17 @@
-"""Fused linear cross-entropy: fake implementation and autograd of
+"""Fused linear cross-entropy: fake implementation of
 ``torch.ops.tigon.fused_linear_cross_entropy_fwd``, and :func:`fused_linear_cross_entropy`.
 
 The forward computes the loss and, chunk by chunk, the gradients of hidden, weight and bias
 (``include/tigon/ops/fused_linear_cross_entropy.h``); the backward only scales them by the
-upstream gradient on the device (in place, and not at all when it is 1).
+upstream gradient on the device (in place when nothing else holds them, and not at all when it
+is 1). The autograd is C++ (``bindings/torch/fused_linear_cross_entropy_autograd.cpp``).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from tigon.ops.cross_entropy import _check_reduction, _divisor, _scaled, _stash_grads, _take_grads
+from tigon.ops.cross_entropy import _check_reduction, _divisor
 
 __all__ = ["fused_linear_cross_entropy"]
 
@@ -36,25 +35,6 @@ def _fake(
         else bias.new_empty(bias.shape if grad_bias else (0,))
     )
     return loss, torch.empty_like(loss), dx, dw, db
-
-
-def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, ...]) -> None:
-    ctx.flags = inputs[12:15]  # grad_hidden, grad_weight, grad_bias
-    _stash_grads(ctx, *output[2:5])  # not saved: autograd adopts them as .grad without a copy
-    ctx.mark_non_differentiable(*output[1:5])
-    ctx.set_materialize_grads(False)  # no zero "gradients" of the dX/dW/dbias outputs
-
-
-def _backward(ctx: Any, grad_loss: torch.Tensor, *_unused: Any) -> tuple[Any, ...]:
-    grads = [
-        _scaled(g, grad_loss) if wanted else None
-        for g, wanted in zip(_take_grads(ctx), ctx.flags, strict=True)
-    ]
-    dx, dw, db = grads
-    return (dx, dw, None, db) + (None,) * 12
-
-
-torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
 
 
 def fused_linear_cross_entropy(
