@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "tigon/error.h"
+#include "tigon/ops/cross_entropy.h"
 #include "tigon/ops/rms_norm.h"
 #include "tigon/tensor.h"
 
@@ -42,6 +43,12 @@ at::Tensor with_row_layout(const at::Tensor& t);
 
 // "llama" | "gemma" | "none", else c10::ValueError naming casting_mode.
 CastingMode parse_casting_mode(std::string_view mode, std::string_view op);
+
+// The options of the cross-entropy ops, in schema order; reduction "mean" | "sum" | "none", else
+// c10::ValueError naming reduction.
+CrossEntropyParams cross_entropy_params(int64_t ignore_index, std::string_view reduction,
+                                        double label_smoothing, double lse_square_scale,
+                                        double softcap, std::string_view op);
 
 // Rethrows a tigon::Error as the c10 error Python maps to the same exception class:
 // kInvalidArgument -> ValueError, kTypeError -> TypeError, anything else -> RuntimeError.

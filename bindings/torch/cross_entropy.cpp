@@ -1,37 +1,20 @@
-// Cross-entropy operators: schemas, the shared implementation and the CPU registration.
-#include "cross_entropy.h"
-
+// Cross-entropy operators: schemas and kernels (one per op for every device, cuda_context.h).
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "convert.h"
+#include "cuda_context.h"
+#include "tigon/ops/cross_entropy.h"
 #include "unobservable.h"
 
 namespace tigon::torch_binding {
 namespace {
-
-Reduction parse_reduction(c10::string_view r, std::string_view op) {
-  const std::string_view s(r.data(), r.size());
-  if (s == "mean") return Reduction::kMean;
-  if (s == "sum") return Reduction::kSum;
-  if (s == "none") return Reduction::kNone;
-  C10_THROW_ERROR(ValueError, argument_message(op, "reduction", "'mean', 'sum' or 'none'",
-                                               "'" + std::string(s) + "'"));
-}
-
-CrossEntropyParams make_params(const CeOptions& o, std::string_view op) {
-  CrossEntropyParams p;
-  p.ignore_index = o.ignore_index;
-  p.reduction = parse_reduction(o.reduction, op);
-  p.label_smoothing = static_cast<float>(o.label_smoothing);
-  p.lse_square_scale = static_cast<float>(o.lse_square_scale);
-  p.softcap = static_cast<float>(o.softcap);
-  return p;
-}
 
 // Owns the (possibly copied) tensors the views point into.
 struct Inputs {
@@ -80,14 +63,12 @@ TensorView flat(const at::Tensor& t, const char* op, const char* arg) {
   return to_view(t.view({-1}), op, arg);
 }
 
-}  // namespace
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy_fwd(
-    const at::Tensor& logits, const at::Tensor& target, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& divisor, const CeOptions& o, bool compute_grad, bool in_place,
-    Stream stream) {
-  const char* op = in_place ? "cross_entropy_fwd_inplace" : "cross_entropy_fwd";
-  const CrossEntropyParams params = make_params(o, op);
+// (loss, z_loss, lse, grad): grad is the fused gradient for upstream 1 when compute_grad and not
+// in_place, else an empty [0] tensor; with in_place it is written over the logits.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(
+    const char* op, const CrossEntropyParams& params, const at::Tensor& logits,
+    const at::Tensor& target, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& divisor, bool compute_grad, bool in_place, Stream stream) {
   if (in_place) {
     TORCH_CHECK_VALUE(has_row_layout(logits),
                       argument_message(op, "logits",
@@ -117,12 +98,39 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy_fwd(
   });
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy_fwd(
+    const at::Tensor& logits, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& divisor, int64_t ignore_index, std::string_view reduction,
+    double label_smoothing, double lse_square_scale, double softcap, bool compute_grad) {
+  constexpr const char* op = "cross_entropy_fwd";
+  const CudaContext context(logits);
+  const CrossEntropyParams params =
+      cross_entropy_params(ignore_index, reduction, label_smoothing, lse_square_scale, softcap, op);
+  return forward(op, params, logits, target, weight, divisor, compute_grad, false, context.stream);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy_fwd_inplace(
+    const at::Tensor& logits, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& divisor, int64_t ignore_index, std::string_view reduction,
+    double label_smoothing, double lse_square_scale, double softcap) {
+  constexpr const char* op = "cross_entropy_fwd_inplace";
+  const CudaContext context(logits);
+  const CrossEntropyParams params =
+      cross_entropy_params(ignore_index, reduction, label_smoothing, lse_square_scale, softcap, op);
+  auto [loss, z_loss, lse, unused] =
+      forward(op, params, logits, target, weight, divisor, true, true, context.stream);
+  return std::make_tuple(std::move(loss), std::move(z_loss), std::move(lse));
+}
+
 at::Tensor cross_entropy_bwd(const at::Tensor& grad_loss, const at::Tensor& logits,
                              const at::Tensor& target, const std::optional<at::Tensor>& weight,
                              const std::optional<at::Tensor>& divisor, const at::Tensor& lse,
-                             const CeOptions& o, Stream stream) {
+                             int64_t ignore_index, std::string_view reduction,
+                             double label_smoothing, double lse_square_scale, double softcap) {
   constexpr const char* op = "cross_entropy_bwd";
-  const CrossEntropyParams params = make_params(o, op);
+  const CudaContext context(logits);
+  const CrossEntropyParams params =
+      cross_entropy_params(ignore_index, reduction, label_smoothing, lse_square_scale, softcap, op);
   return translate_errors([&] {
     const Inputs in = make_inputs(logits, target, weight, divisor, false, op);
     const at::Tensor up = grad_loss.to(at::kFloat).contiguous().view({-1});
@@ -131,20 +139,38 @@ at::Tensor cross_entropy_bwd(const at::Tensor& grad_loss, const at::Tensor& logi
     const at::Tensor ws =
         workspace_tensor(cross_entropy_bwd_workspace_size(params, in.views), in.logits);
     tigon::cross_entropy_bwd(params, in.views, to_view(l, op, "lse"), to_view(up, op, "grad_loss"),
-                             to_view(grad, op, "grad_logits"), to_workspace(ws), stream);
+                             to_view(grad, op, "grad_logits"), to_workspace(ws), context.stream);
     return grad;
   });
 }
 
-void cross_entropy_scale_grad(const at::Tensor& grad, const at::Tensor& grad_loss, Stream stream) {
+// grad *= grad_loss, in place.
+void cross_entropy_scale_grad_(const at::Tensor& grad, const at::Tensor& grad_loss) {
   constexpr const char* op = "cross_entropy_scale_grad_";
+  const CudaContext context(grad);
   translate_errors([&] {
     const at::Tensor up = grad_loss.to(grad.device(), at::kFloat).contiguous().view({-1});
     tigon::cross_entropy_scale_grad(to_view(grad, op, "grad"), to_view(up, op, "grad_loss"),
-                                    stream);
+                                    context.stream);
   });
 }
 
+// grad * grad_loss in a new (contiguous) buffer.
+at::Tensor cross_entropy_scale_grad(const at::Tensor& grad, const at::Tensor& grad_loss) {
+  at::Tensor out = grad.clone(at::MemoryFormat::Contiguous);
+  cross_entropy_scale_grad_(out, grad_loss);
+  return out;
+}
+
+void register_kernels(torch::Library& m) {
+  m.impl("cross_entropy_fwd", &cross_entropy_fwd);
+  m.impl("cross_entropy_fwd_inplace", &cross_entropy_fwd_inplace);
+  m.impl("cross_entropy_bwd", &cross_entropy_bwd);
+  m.impl("cross_entropy_scale_grad_", &cross_entropy_scale_grad_);
+  m.impl("cross_entropy_scale_grad", &cross_entropy_scale_grad);
+}
+
+}  // namespace
 }  // namespace tigon::torch_binding
 
 TORCH_LIBRARY_FRAGMENT(tigon, m) {
@@ -174,6 +200,7 @@ TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
   m.impl("cross_entropy_scale_grad_", tigon::torch_binding::bump_written_versions());
 }
 
-#define TIGON_CE_CPU_CONTEXT(t) \
-  const tigon::Stream stream {}
-TIGON_CE_REGISTER(CPU, TIGON_CE_CPU_CONTEXT)
+TORCH_LIBRARY_IMPL(tigon, CPU, m) { tigon::torch_binding::register_kernels(m); }
+#if defined(TIGON_TORCH_WITH_CUDA)
+TORCH_LIBRARY_IMPL(tigon, CUDA, m) { tigon::torch_binding::register_kernels(m); }
+#endif

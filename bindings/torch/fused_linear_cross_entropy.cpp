@@ -1,17 +1,16 @@
-// Fused linear cross-entropy operator: schema, implementation, CPU and CUDA registrations. On CUDA
-// tigon's own cuBLAS handle (per thread and device) runs on torch's current stream with a
+// Fused linear cross-entropy operator: schema and kernel (one for every device, cuda_context.h).
+// On CUDA tigon's own cuBLAS handle (per thread and device) runs on torch's current stream with a
 // workspace from torch's caching allocator, so the bindings need no torch_cuda.
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
-#if defined(TIGON_TORCH_WITH_CUDA)
-#include "cuda_context.h"
-#endif
-
+#include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 #include "convert.h"
+#include "cuda_context.h"
 #include "tigon/ops/fused_linear_cross_entropy.h"
 
 namespace tigon::torch_binding {
@@ -21,34 +20,16 @@ constexpr const char* kOp = "fused_linear_cross_entropy_fwd";
 
 using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
-Outputs flce(const at::Tensor& hidden_arg, const at::Tensor& weight_arg, const at::Tensor& target,
-             const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& class_weight,
-             const std::optional<at::Tensor>& divisor, int64_t ignore_index,
-             c10::string_view reduction, double label_smoothing, double lse_square_scale,
-             double softcap, int64_t chunk_rows, bool grad_hidden, bool grad_weight, bool grad_bias,
-             bool accum_fp32) {
-#if defined(TIGON_TORCH_WITH_CUDA)
+Outputs fused_linear_cross_entropy_fwd(
+    const at::Tensor& hidden_arg, const at::Tensor& weight_arg, const at::Tensor& target,
+    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& class_weight,
+    const std::optional<at::Tensor>& divisor, int64_t ignore_index, std::string_view reduction,
+    double label_smoothing, double lse_square_scale, double softcap, int64_t chunk_rows,
+    bool grad_hidden, bool grad_weight, bool grad_bias, bool accum_fp32) {
   const CudaContext context(hidden_arg);
-  const Stream stream = context.stream;
-#else
-  const Stream stream;
-#endif
-  const std::string_view r(reduction.data(), reduction.size());
   FusedLinearCrossEntropyParams p;
-  p.ce.ignore_index = ignore_index;
-  if (r == "mean") {
-    p.ce.reduction = Reduction::kMean;
-  } else if (r == "sum") {
-    p.ce.reduction = Reduction::kSum;
-  } else if (r == "none") {
-    p.ce.reduction = Reduction::kNone;
-  } else {
-    C10_THROW_ERROR(ValueError, argument_message(kOp, "reduction", "'mean', 'sum' or 'none'",
-                                                 "'" + std::string(r) + "'"));
-  }
-  p.ce.label_smoothing = static_cast<float>(label_smoothing);
-  p.ce.lse_square_scale = static_cast<float>(lse_square_scale);
-  p.ce.softcap = static_cast<float>(softcap);
+  p.ce = cross_entropy_params(ignore_index, reduction, label_smoothing, lse_square_scale, softcap,
+                              kOp);
   p.chunk_rows = chunk_rows;
   return translate_errors([&] {
     const at::Tensor hidden = with_row_layout(hidden_arg);
@@ -85,14 +66,16 @@ Outputs flce(const at::Tensor& hidden_arg, const at::Tensor& weight_arg, const a
     if (grad_bias && b) g.bias = to_view(db, kOp, "grad_bias");
     const auto ws_bytes = fused_linear_cross_entropy_workspace_size(p, in, g);
     at::Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, opts.dtype(at::kByte));
-    fused_linear_cross_entropy(p, in, to_view(loss.view({-1}), kOp, "loss"),
-                               to_view(z_loss.view({-1}), kOp, "z_loss"), g,
-                               Workspace{ws_bytes ? ws.data_ptr() : nullptr, ws_bytes}, stream);
+    fused_linear_cross_entropy(
+        p, in, to_view(loss.view({-1}), kOp, "loss"), to_view(z_loss.view({-1}), kOp, "z_loss"), g,
+        Workspace{ws_bytes ? ws.data_ptr() : nullptr, ws_bytes}, context.stream);
     ws.reset();  // back to the allocator before the bias rounding allocates
     if (b && grad_bias) db = db.to(b->scalar_type());
     return std::make_tuple(loss, z_loss, dx, dw, db);
   });
 }
+
+void register_kernels(torch::Library& m) { m.impl(kOp, &fused_linear_cross_entropy_fwd); }
 
 }  // namespace
 }  // namespace tigon::torch_binding
@@ -108,12 +91,7 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
       {at::Tag::pt2_compliant_tag});
 }
 
-TORCH_LIBRARY_IMPL(tigon, CPU, m) {
-  m.impl("fused_linear_cross_entropy_fwd", &tigon::torch_binding::flce);
-}
-
+TORCH_LIBRARY_IMPL(tigon, CPU, m) { tigon::torch_binding::register_kernels(m); }
 #if defined(TIGON_TORCH_WITH_CUDA)
-TORCH_LIBRARY_IMPL(tigon, CUDA, m) {
-  m.impl("fused_linear_cross_entropy_fwd", &tigon::torch_binding::flce);
-}
+TORCH_LIBRARY_IMPL(tigon, CUDA, m) { tigon::torch_binding::register_kernels(m); }
 #endif

@@ -1,4 +1,5 @@
-// SwiGLU / GeGLU operators: schemas, the shared implementation and the CPU registration.
+// SwiGLU / GeGLU operators: schemas, the kernels (one per op for every device, cuda_context.h)
+// and the composites.
 #include "glu.h"
 
 #include <ATen/ops/empty.h>
@@ -9,6 +10,7 @@
 
 #include "autograd.h"
 #include "convert.h"
+#include "cuda_context.h"
 #include "unobservable.h"
 
 namespace tigon::torch_binding {
@@ -45,41 +47,44 @@ at::Tensor grad_like(const at::Tensor& dy, const at::Tensor& a) {
   return with_row_layout(dy.scalar_type() == a.scalar_type() ? dy : dy.to(a.scalar_type()));
 }
 
-}  // namespace
-
-at::Tensor glu_fwd(GluActivation act, const at::Tensor& a_arg, const at::Tensor& b_arg,
-                   Stream stream) {
-  const char* op = glu_names(act).fwd;
+// tigon::<act>_fwd; in_place is only read by the autograd kernel (glu_autograd.cpp).
+template <GluActivation kAct>
+at::Tensor glu_fwd(const at::Tensor& a_arg, const at::Tensor& b_arg, bool /*in_place*/) {
+  const CudaContext context(a_arg);
+  const char* op = glu_names(kAct).fwd;
   return translate_errors([&] {
     const at::Tensor a = with_row_layout(a_arg);
     const at::Tensor b = with_row_layout(b_arg);
     const TensorView av = to_view(a, op, "a");
     const TensorView bv = to_view(b, op, "b");
     at::Tensor y = at::empty(a.sizes(), a.options());
-    tigon::glu_fwd(act, av, bv, to_view(y, op, "y"), stream);
+    tigon::glu_fwd(kAct, av, bv, to_view(y, op, "y"), context.stream);
     return y;
   });
 }
 
-std::tuple<at::Tensor, at::Tensor> glu_bwd(GluActivation act, const at::Tensor& dy_arg,
-                                           const at::Tensor& a_arg, const at::Tensor& b_arg,
-                                           Stream stream) {
-  const char* op = glu_names(act).bwd;
+template <GluActivation kAct>
+std::tuple<at::Tensor, at::Tensor> glu_bwd(const at::Tensor& dy_arg, const at::Tensor& a_arg,
+                                           const at::Tensor& b_arg) {
+  const CudaContext context(a_arg);
+  const char* op = glu_names(kAct).bwd;
   return translate_errors([&] {
     const at::Tensor a = with_row_layout(a_arg);
     const at::Tensor b = with_row_layout(b_arg);
     const at::Tensor dy = grad_like(dy_arg, a);
     at::Tensor da = at::empty(a.sizes(), a.options());
     at::Tensor db = at::empty(b.sizes(), b.options());
-    tigon::glu_bwd(act, to_view(dy, op, "dy"), to_view(a, op, "a"), to_view(b, op, "b"),
-                   to_view(da, op, "da"), to_view(db, op, "db"), stream);
+    tigon::glu_bwd(kAct, to_view(dy, op, "dy"), to_view(a, op, "a"), to_view(b, op, "b"),
+                   to_view(da, op, "da"), to_view(db, op, "db"), context.stream);
     return std::make_tuple(std::move(da), std::move(db));
   });
 }
 
-void glu_bwd_inplace(GluActivation act, const at::Tensor& dy_arg, const at::Tensor& a,
-                     const at::Tensor& b, Stream stream) {
-  const char* op = glu_names(act).bwd_inplace;
+// tigon::<act>_bwd_inplace: da is written into a and db into b.
+template <GluActivation kAct>
+void glu_bwd_inplace(const at::Tensor& dy_arg, const at::Tensor& a, const at::Tensor& b) {
+  const CudaContext context(a);
+  const char* op = glu_names(kAct).bwd_inplace;
   for (const auto& [t, arg] : {std::pair<const at::Tensor&, const char*>{a, "a"}, {b, "b"}}) {
     TORCH_CHECK_VALUE(has_row_layout(t),
                       argument_message(op, arg,
@@ -92,10 +97,48 @@ void glu_bwd_inplace(GluActivation act, const at::Tensor& dy_arg, const at::Tens
     const at::Tensor dy = grad_like(dy_arg, a);
     const TensorView av = to_view(a, op, "a");
     const TensorView bv = to_view(b, op, "b");
-    tigon::glu_bwd(act, to_view(dy, op, "dy"), av, bv, av, bv, stream);
+    tigon::glu_bwd(kAct, to_view(dy, op, "dy"), av, bv, av, bv, context.stream);
   });
 }
 
+// The composites (in_place is only read by their autograd kernels).
+template <GluActivation kAct>
+at::Tensor packed_fwd(const at::Tensor& gate_up, bool /*in_place*/) {
+  const auto [gate, up] = glu_halves(gate_up, glu_names(kAct).packed_fwd);
+  return call_glu_fwd(kAct, gate, up);
+}
+template <GluActivation kAct>
+at::Tensor down_proj_fwd(const at::Tensor& gate, const at::Tensor& up, const at::Tensor& weight,
+                         const std::optional<at::Tensor>& bias, bool /*in_place*/) {
+  return at::linear(call_glu_fwd(kAct, gate, up), weight, bias);
+}
+template <GluActivation kAct>
+at::Tensor packed_down_proj_fwd(const at::Tensor& gate_up, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, bool /*in_place*/) {
+  const auto [gate, up] = glu_halves(gate_up, glu_names(kAct).packed_down_proj_fwd);
+  return at::linear(call_glu_fwd(kAct, gate, up), weight, bias);
+}
+
+void register_kernels(torch::Library& m) {
+  constexpr GluActivation kSilu = GluActivation::kSilu;
+  constexpr GluActivation kGelu = GluActivation::kGeluTanh;
+  m.impl("swiglu_fwd", &glu_fwd<kSilu>);
+  m.impl("swiglu_bwd", &glu_bwd<kSilu>);
+  m.impl("swiglu_bwd_inplace", &glu_bwd_inplace<kSilu>);
+  m.impl("geglu_fwd", &glu_fwd<kGelu>);
+  m.impl("geglu_bwd", &glu_bwd<kGelu>);
+  m.impl("geglu_bwd_inplace", &glu_bwd_inplace<kGelu>);
+}
+
+template <GluActivation kAct>
+void register_composites(torch::Library& m) {
+  const GluNames names = glu_names(kAct);
+  m.impl(names.packed_fwd, &packed_fwd<kAct>);
+  m.impl(names.down_proj_fwd, &down_proj_fwd<kAct>);
+  m.impl(names.packed_down_proj_fwd, &packed_down_proj_fwd<kAct>);
+}
+
+}  // namespace
 }  // namespace tigon::torch_binding
 
 TORCH_LIBRARY_FRAGMENT(tigon, m) {
@@ -129,64 +172,12 @@ TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
   m.impl("geglu_bwd_inplace", tigon::torch_binding::bump_written_versions());
 }
 
-namespace {
-
-using tigon::GluActivation;
-using tigon::Stream;
-namespace tb = tigon::torch_binding;
-
-template <GluActivation kAct>
-at::Tensor fwd_cpu(const at::Tensor& a, const at::Tensor& b, bool /*in_place*/) {
-  return tb::glu_fwd(kAct, a, b, Stream{});
-}
-template <GluActivation kAct>
-std::tuple<at::Tensor, at::Tensor> bwd_cpu(const at::Tensor& dy, const at::Tensor& a,
-                                           const at::Tensor& b) {
-  return tb::glu_bwd(kAct, dy, a, b, Stream{});
-}
-template <GluActivation kAct>
-void bwd_inplace_cpu(const at::Tensor& dy, const at::Tensor& a, const at::Tensor& b) {
-  tb::glu_bwd_inplace(kAct, dy, a, b, Stream{});
-}
-
-// The composites (in_place is only read by their autograd kernels).
-template <GluActivation kAct>
-at::Tensor packed_fwd(const at::Tensor& gate_up, bool /*in_place*/) {
-  const auto [gate, up] = tb::glu_halves(gate_up, tb::glu_names(kAct).packed_fwd);
-  return tb::call_glu_fwd(kAct, gate, up);
-}
-template <GluActivation kAct>
-at::Tensor down_proj_fwd(const at::Tensor& gate, const at::Tensor& up, const at::Tensor& weight,
-                         const std::optional<at::Tensor>& bias, bool /*in_place*/) {
-  return at::linear(tb::call_glu_fwd(kAct, gate, up), weight, bias);
-}
-template <GluActivation kAct>
-at::Tensor packed_down_proj_fwd(const at::Tensor& gate_up, const at::Tensor& weight,
-                                const std::optional<at::Tensor>& bias, bool /*in_place*/) {
-  const auto [gate, up] = tb::glu_halves(gate_up, tb::glu_names(kAct).packed_down_proj_fwd);
-  return at::linear(tb::call_glu_fwd(kAct, gate, up), weight, bias);
-}
-
-template <GluActivation kAct>
-void register_composites(torch::Library& m) {
-  const tb::GluNames names = tb::glu_names(kAct);
-  m.impl(names.packed_fwd, &packed_fwd<kAct>);
-  m.impl(names.down_proj_fwd, &down_proj_fwd<kAct>);
-  m.impl(names.packed_down_proj_fwd, &packed_down_proj_fwd<kAct>);
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(tigon, CPU, m) {
-  m.impl("swiglu_fwd", &fwd_cpu<GluActivation::kSilu>);
-  m.impl("swiglu_bwd", &bwd_cpu<GluActivation::kSilu>);
-  m.impl("swiglu_bwd_inplace", &bwd_inplace_cpu<GluActivation::kSilu>);
-  m.impl("geglu_fwd", &fwd_cpu<GluActivation::kGeluTanh>);
-  m.impl("geglu_bwd", &bwd_cpu<GluActivation::kGeluTanh>);
-  m.impl("geglu_bwd_inplace", &bwd_inplace_cpu<GluActivation::kGeluTanh>);
-}
+TORCH_LIBRARY_IMPL(tigon, CPU, m) { tigon::torch_binding::register_kernels(m); }
+#if defined(TIGON_TORCH_WITH_CUDA)
+TORCH_LIBRARY_IMPL(tigon, CUDA, m) { tigon::torch_binding::register_kernels(m); }
+#endif
 
 TORCH_LIBRARY_IMPL(tigon, CompositeExplicitAutograd, m) {
-  register_composites<GluActivation::kSilu>(m);
-  register_composites<GluActivation::kGeluTanh>(m);
+  tigon::torch_binding::register_composites<tigon::GluActivation::kSilu>(m);
+  tigon::torch_binding::register_composites<tigon::GluActivation::kGeluTanh>(m);
 }

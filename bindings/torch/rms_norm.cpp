@@ -1,13 +1,14 @@
-// RMSNorm operators: schemas, the shared implementation and the CPU registration.
-#include "rms_norm.h"
-
+// RMSNorm operators: schemas and kernels (one per op for every device, cuda_context.h).
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "convert.h"
+#include "cuda_context.h"
 #include "tigon/ops/rms_norm.h"
 #include "unobservable.h"
 
@@ -18,13 +19,12 @@ constexpr const char* kFwd = "rms_norm_fwd";
 constexpr const char* kBwd = "rms_norm_bwd";
 constexpr const char* kBwdInplace = "rms_norm_bwd_inplace";
 
-RmsNormParams make_params(double eps, double offset, c10::string_view casting_mode,
+RmsNormParams make_params(double eps, double offset, std::string_view casting_mode,
                           std::string_view op) {
   RmsNormParams params;
   params.eps = static_cast<float>(eps);
   params.offset = static_cast<float>(offset);
-  params.casting_mode =
-      parse_casting_mode(std::string_view(casting_mode.data(), casting_mode.size()), op);
+  params.casting_mode = parse_casting_mode(casting_mode, op);
   return params;
 }
 
@@ -75,13 +75,12 @@ at::Tensor run_backward(const char* op, const RmsNormParams& params, const at::T
   });
 }
 
-}  // namespace
-
+// tigon::rms_norm_fwd; in_place is only read by the autograd kernel (rms_norm_autograd.cpp).
 std::tuple<at::Tensor, at::Tensor> rms_norm_fwd(const at::Tensor& x_arg,
                                                 const std::optional<at::Tensor>& weight_arg,
                                                 double eps, double offset,
-                                                c10::string_view casting_mode, bool /*in_place*/,
-                                                Stream stream) {
+                                                std::string_view casting_mode, bool /*in_place*/) {
+  const CudaContext context(x_arg);
   const RmsNormParams params = make_params(eps, offset, casting_mode, kFwd);
   return translate_errors([&] {
     const at::Tensor x = with_row_layout(x_arg);
@@ -94,7 +93,8 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_fwd(const at::Tensor& x_arg,
         at::empty(x.sizes().slice(0, x.dim() > 0 ? x.dim() - 1 : 0), x.options().dtype(at::kFloat));
     const at::Tensor workspace = empty_bytes(rms_norm_fwd_workspace_size(params, xv, wv), x);
     tigon::rms_norm_fwd(params, xv, wv, to_view(y, kFwd, "y"),
-                        to_view(flat_rstd(rstd), kFwd, "rstd"), to_workspace(workspace), stream);
+                        to_view(flat_rstd(rstd), kFwd, "rstd"), to_workspace(workspace),
+                        context.stream);
     return std::make_tuple(std::move(y), std::move(rstd));
   });
 }
@@ -102,16 +102,20 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_fwd(const at::Tensor& x_arg,
 std::tuple<at::Tensor, at::Tensor> rms_norm_bwd(const at::Tensor& dy, const at::Tensor& x,
                                                 const std::optional<at::Tensor>& weight,
                                                 const at::Tensor& rstd, double offset,
-                                                c10::string_view casting_mode, Stream stream) {
+                                                std::string_view casting_mode) {
+  const CudaContext context(x);
   const RmsNormParams params = make_params(0.0, offset, casting_mode, kBwd);
   at::Tensor dx = at::empty(x.sizes(), x.options());
-  at::Tensor dw = run_backward(kBwd, params, with_row_layout(dy), x, weight, rstd, dx, stream);
+  at::Tensor dw =
+      run_backward(kBwd, params, with_row_layout(dy), x, weight, rstd, dx, context.stream);
   return std::make_tuple(std::move(dx), std::move(dw));
 }
 
+// tigon::rms_norm_bwd_inplace: dx is written into dy.
 at::Tensor rms_norm_bwd_inplace(const at::Tensor& dy, const at::Tensor& x,
                                 const std::optional<at::Tensor>& weight, const at::Tensor& rstd,
-                                double offset, c10::string_view casting_mode, Stream stream) {
+                                double offset, std::string_view casting_mode) {
+  const CudaContext context(x);
   const RmsNormParams params = make_params(0.0, offset, casting_mode, kBwdInplace);
   // dx is written into dy: dy needs x's dtype and a layout the core can address without a copy.
   const TensorView dyv = translate_errors([&] { return to_view(dy, kBwdInplace, "dy"); });
@@ -126,9 +130,16 @@ at::Tensor rms_norm_bwd_inplace(const at::Tensor& dy, const at::Tensor& x,
                                      "unit stride in the last dimension and leading dimensions "
                                      "that collapse to one row stride (dx is written into dy)",
                                      "strides " + int_list(dy.strides())));
-  return run_backward(kBwdInplace, params, dy, x, weight, rstd, dy, stream);
+  return run_backward(kBwdInplace, params, dy, x, weight, rstd, dy, context.stream);
 }
 
+void register_kernels(torch::Library& m) {
+  m.impl(kFwd, &rms_norm_fwd);
+  m.impl(kBwd, &rms_norm_bwd);
+  m.impl(kBwdInplace, &rms_norm_bwd_inplace);
+}
+
+}  // namespace
 }  // namespace tigon::torch_binding
 
 TORCH_LIBRARY_FRAGMENT(tigon, m) {
@@ -154,35 +165,7 @@ TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
   m.impl("rms_norm_bwd_inplace", tigon::torch_binding::bump_written_versions());
 }
 
-namespace {
-
-using tigon::Stream;
-namespace tb = tigon::torch_binding;
-
-std::tuple<at::Tensor, at::Tensor> rms_norm_fwd_cpu(const at::Tensor& x,
-                                                    const std::optional<at::Tensor>& weight,
-                                                    double eps, double offset,
-                                                    c10::string_view casting_mode, bool in_place) {
-  return tb::rms_norm_fwd(x, weight, eps, offset, casting_mode, in_place, Stream{});
-}
-
-std::tuple<at::Tensor, at::Tensor> rms_norm_bwd_cpu(const at::Tensor& dy, const at::Tensor& x,
-                                                    const std::optional<at::Tensor>& weight,
-                                                    const at::Tensor& rstd, double offset,
-                                                    c10::string_view casting_mode) {
-  return tb::rms_norm_bwd(dy, x, weight, rstd, offset, casting_mode, Stream{});
-}
-
-at::Tensor rms_norm_bwd_inplace_cpu(const at::Tensor& dy, const at::Tensor& x,
-                                    const std::optional<at::Tensor>& weight, const at::Tensor& rstd,
-                                    double offset, c10::string_view casting_mode) {
-  return tb::rms_norm_bwd_inplace(dy, x, weight, rstd, offset, casting_mode, Stream{});
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(tigon, CPU, m) {
-  m.impl("rms_norm_fwd", &rms_norm_fwd_cpu);
-  m.impl("rms_norm_bwd", &rms_norm_bwd_cpu);
-  m.impl("rms_norm_bwd_inplace", &rms_norm_bwd_inplace_cpu);
-}
+TORCH_LIBRARY_IMPL(tigon, CPU, m) { tigon::torch_binding::register_kernels(m); }
+#if defined(TIGON_TORCH_WITH_CUDA)
+TORCH_LIBRARY_IMPL(tigon, CUDA, m) { tigon::torch_binding::register_kernels(m); }
+#endif

@@ -1,13 +1,16 @@
-// RoPE operators: schemas, HF's broadcasting of cos / sin mapped onto the core's 4-D views, the
-// shared implementation and the CPU registration.
-#include "rope.h"
-
+// RoPE operators: schemas, HF's broadcasting of cos / sin mapped onto the core's 4-D views, and
+// the kernels (one per op for every device, cuda_context.h).
+// Arguments follow HF's apply_rotary_pos_emb: q [B, Hq, S, D] and k [B, Hkv, S, D] (or
+// [B, S, H, D] with unsqueeze_dim=2, or 3-D without the batch), cos / sin [B | 1, S, R] or
+// [S, R] unsqueezed at unsqueeze_dim and broadcast against q and k.
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include <string>
+#include <tuple>
 
 #include "convert.h"
+#include "cuda_context.h"
 #include "tigon/ops/rope.h"
 #include "unobservable.h"
 
@@ -85,11 +88,12 @@ TensorView view(const at::Tensor& t, const char* op, const char* arg) {
   return to_view(t, op, arg);
 }
 
-}  // namespace
-
+// tigon::rope_fwd: outputs have q's / k's layout (empty_like) and dtype promote(q, cos). in_place
+// is only read by the autograd kernel (rope_autograd.cpp).
 std::tuple<at::Tensor, at::Tensor> rope_fwd(const at::Tensor& q, const at::Tensor& k,
                                             const at::Tensor& cos, const at::Tensor& sin,
-                                            int64_t unsqueeze_dim, Stream stream) {
+                                            int64_t unsqueeze_dim, bool /*in_place*/) {
+  const CudaContext context(q);
   const Operands o = operands(kFwd, q, "q", cos, sin, unsqueeze_dim);
   check_same_rank(kFwd, q, k, "k", "q");
   return translate_errors([&] {
@@ -100,13 +104,15 @@ std::tuple<at::Tensor, at::Tensor> rope_fwd(const at::Tensor& q, const at::Tenso
     at::Tensor k_embed = at::empty_like(k, k.options().dtype(out));
     tigon::rope_fwd(qv, view(o.canonical.apply(k), kFwd, "k"), cv, view(o.sin, kFwd, "sin"),
                     view(o.canonical.apply(q_embed), kFwd, "q_embed"),
-                    view(o.canonical.apply(k_embed), kFwd, "k_embed"), stream);
+                    view(o.canonical.apply(k_embed), kFwd, "k_embed"), context.stream);
     return std::make_tuple(std::move(q_embed), std::move(k_embed));
   });
 }
 
+// tigon::rope_fwd_inplace: needs promote(q, cos) == q's dtype.
 void rope_fwd_inplace(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
-                      const at::Tensor& sin, int64_t unsqueeze_dim, Stream stream) {
+                      const at::Tensor& sin, int64_t unsqueeze_dim) {
+  const CudaContext context(q);
   const Operands o = operands(kFwdInplace, q, "q", cos, sin, unsqueeze_dim);
   check_same_rank(kFwdInplace, q, k, "k", "q");
   translate_errors([&] {
@@ -120,14 +126,15 @@ void rope_fwd_inplace(const at::Tensor& q, const at::Tensor& k, const at::Tensor
                                           " or float32 q (the result is written into q)",
                                       dtype_name(cv.dtype)));
     const TensorView kv = view(k4, kFwdInplace, "k");
-    tigon::rope_fwd(qv, kv, cv, view(o.sin, kFwdInplace, "sin"), qv, kv, stream);
+    tigon::rope_fwd(qv, kv, cv, view(o.sin, kFwdInplace, "sin"), qv, kv, context.stream);
   });
 }
 
+// tigon::rope_bwd; dtype: q's (and k's) dtype.
 std::tuple<at::Tensor, at::Tensor> rope_bwd(const at::Tensor& dq_embed, const at::Tensor& dk_embed,
                                             const at::Tensor& cos, const at::Tensor& sin,
-                                            int64_t unsqueeze_dim, at::ScalarType dtype,
-                                            Stream stream) {
+                                            int64_t unsqueeze_dim, at::ScalarType dtype) {
+  const CudaContext context(dq_embed);
   const Operands o = operands(kBwd, dq_embed, "dq_embed", cos, sin, unsqueeze_dim);
   check_same_rank(kBwd, dq_embed, dk_embed, "dk_embed", "dq_embed");
   return translate_errors([&] {
@@ -136,23 +143,33 @@ std::tuple<at::Tensor, at::Tensor> rope_bwd(const at::Tensor& dq_embed, const at
     tigon::rope_bwd(view(o.canonical.apply(dq_embed), kBwd, "dq_embed"),
                     view(o.canonical.apply(dk_embed), kBwd, "dk_embed"), view(o.cos, kBwd, "cos"),
                     view(o.sin, kBwd, "sin"), view(o.canonical.apply(dq), kBwd, "dtype"),
-                    view(o.canonical.apply(dk), kBwd, "dtype"), stream);
+                    view(o.canonical.apply(dk), kBwd, "dtype"), context.stream);
     return std::make_tuple(std::move(dq), std::move(dk));
   });
 }
 
+// tigon::rope_bwd_inplace: dq, dk are written into the gradients.
 void rope_bwd_inplace(const at::Tensor& dq_embed, const at::Tensor& dk_embed, const at::Tensor& cos,
-                      const at::Tensor& sin, int64_t unsqueeze_dim, Stream stream) {
+                      const at::Tensor& sin, int64_t unsqueeze_dim) {
+  const CudaContext context(dq_embed);
   const Operands o = operands(kBwdInplace, dq_embed, "dq_embed", cos, sin, unsqueeze_dim);
   check_same_rank(kBwdInplace, dq_embed, dk_embed, "dk_embed", "dq_embed");
   translate_errors([&] {
     const TensorView dq = view(o.canonical.apply(dq_embed), kBwdInplace, "dq_embed");
     const TensorView dk = view(o.canonical.apply(dk_embed), kBwdInplace, "dk_embed");
     tigon::rope_bwd(dq, dk, view(o.cos, kBwdInplace, "cos"), view(o.sin, kBwdInplace, "sin"), dq,
-                    dk, stream);
+                    dk, context.stream);
   });
 }
 
+void register_kernels(torch::Library& m) {
+  m.impl(kFwd, &rope_fwd);
+  m.impl(kFwdInplace, &rope_fwd_inplace);
+  m.impl(kBwd, &rope_bwd);
+  m.impl(kBwdInplace, &rope_bwd_inplace);
+}
+
+}  // namespace
 }  // namespace tigon::torch_binding
 
 TORCH_LIBRARY_FRAGMENT(tigon, m) {
@@ -183,39 +200,7 @@ TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
   m.impl("rope_bwd_inplace", tigon::torch_binding::bump_written_versions());
 }
 
-namespace {
-
-using tigon::Stream;
-namespace tb = tigon::torch_binding;
-
-std::tuple<at::Tensor, at::Tensor> rope_fwd_cpu(const at::Tensor& q, const at::Tensor& k,
-                                                const at::Tensor& cos, const at::Tensor& sin,
-                                                int64_t unsqueeze_dim, bool /*in_place*/) {
-  return tb::rope_fwd(q, k, cos, sin, unsqueeze_dim, Stream{});
-}
-
-void rope_fwd_inplace_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& cos,
-                          const at::Tensor& sin, int64_t unsqueeze_dim) {
-  tb::rope_fwd_inplace(q, k, cos, sin, unsqueeze_dim, Stream{});
-}
-
-std::tuple<at::Tensor, at::Tensor> rope_bwd_cpu(const at::Tensor& dq_embed,
-                                                const at::Tensor& dk_embed, const at::Tensor& cos,
-                                                const at::Tensor& sin, int64_t unsqueeze_dim,
-                                                at::ScalarType dtype) {
-  return tb::rope_bwd(dq_embed, dk_embed, cos, sin, unsqueeze_dim, dtype, Stream{});
-}
-
-void rope_bwd_inplace_cpu(const at::Tensor& dq_embed, const at::Tensor& dk_embed,
-                          const at::Tensor& cos, const at::Tensor& sin, int64_t unsqueeze_dim) {
-  tb::rope_bwd_inplace(dq_embed, dk_embed, cos, sin, unsqueeze_dim, Stream{});
-}
-
-}  // namespace
-
-TORCH_LIBRARY_IMPL(tigon, CPU, m) {
-  m.impl("rope_fwd", &rope_fwd_cpu);
-  m.impl("rope_fwd_inplace", &rope_fwd_inplace_cpu);
-  m.impl("rope_bwd", &rope_bwd_cpu);
-  m.impl("rope_bwd_inplace", &rope_bwd_inplace_cpu);
-}
+TORCH_LIBRARY_IMPL(tigon, CPU, m) { tigon::torch_binding::register_kernels(m); }
+#if defined(TIGON_TORCH_WITH_CUDA)
+TORCH_LIBRARY_IMPL(tigon, CUDA, m) { tigon::torch_binding::register_kernels(m); }
+#endif
