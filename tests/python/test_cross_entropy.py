@@ -303,6 +303,11 @@ def test_drop_in_functional_shapes_and_legacy_arguments(device):
         ref = F.cross_entropy(logits.float(), target, reduction=reduction)
         assert ours.dtype == torch.bfloat16 and ours.shape == ref.shape
         assert int(ulp_distance(ours, ref.to(torch.bfloat16)).max()) <= 1
+    x, x64 = logits.clone().requires_grad_(), logits.double().requires_grad_()
+    tigon.nn.functional.cross_entropy(x, target).backward()
+    F.cross_entropy(x64, target).backward()
+    assert x.grad.shape == logits.shape
+    torch.testing.assert_close(x.grad.double(), x64.grad, rtol=1.6e-2, atol=1e-4)
     unbatched = tigon.nn.functional.cross_entropy(
         logits[0, :, 0, 0], target[0, 0, 0], reduction="none"
     )
@@ -375,6 +380,24 @@ def test_compile_fullgraph(reduction, in_place, device):
     out.backward()
     torch.testing.assert_close(out, f(logits, target))
     torch.testing.assert_close(x2.grad, x1.grad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_compile_drop_ins_keep_torch_dtype(reduction, device):
+    torch._dynamo.reset()
+    logits, target = _problem(12, 70, torch.bfloat16, device)
+    module = tigon.nn.CrossEntropyLoss(reduction=reduction)
+    for fn in (module, lambda x, t: tigon.nn.functional.cross_entropy(x, t, reduction=reduction)):
+        x1, x2 = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+        eager = fn(x1, target)
+        compiled = torch.compile(fn, fullgraph=True)(x2, target)
+        assert compiled.dtype == eager.dtype == torch.bfloat16
+        assert torch.equal(compiled, eager)
+        eager.sum().backward()
+        compiled.sum().backward()
+        assert torch.equal(x2.grad, x1.grad)
 
 
 def test_errors_name_the_argument():
