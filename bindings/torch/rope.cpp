@@ -1,13 +1,15 @@
 // RoPE operators: schemas, HF's broadcasting of cos / sin mapped onto the core's 4-D views, and
 // the kernels (one per op for every device, cuda_context.h).
 // Arguments follow HF's apply_rotary_pos_emb: q [B, Hq, S, D] and k [B, Hkv, S, D] (or
-// [B, S, H, D] with unsqueeze_dim=2, or 3-D without the batch), cos / sin [B | 1, S, R] or
-// [S, R] unsqueezed at unsqueeze_dim and broadcast against q and k.
+// [B, S, H, D] with unsqueeze_dim=2, or 3-D without the batch: the vision towers' [S, H, D]),
+// cos / sin [B | 1, S, R] or [S, R] unsqueezed at unsqueeze_dim and broadcast against q and k
+// (the table forms of docs/ops/rope.md).
 #include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "convert.h"
 #include "cuda_context.h"
@@ -40,7 +42,39 @@ struct Operands {
   Canonical canonical;
   at::Tensor cos;  // unsqueezed and canonical
   at::Tensor sin;
+  int64_t unsqueeze_dim = 1;  // as given
 };
+
+// HF's q * cos.unsqueeze(unsqueeze_dim): the unsqueezed table broadcasts against x, aligned on
+// the right (the last dimension, the rotary dim, is the core's check). Checked here, in the
+// caller's shapes, so that the message names them (the core sees the canonical 4-D views). Sizes
+// only: no view is made.
+void check_broadcast(const char* op, const at::Tensor& table, const char* table_name,
+                     int64_t unsqueeze_dim, const at::Tensor& x, const char* x_name) {
+  const int64_t rank = table.dim() + 1;  // after unsqueeze
+  const int64_t u = unsqueeze_dim < 0 ? unsqueeze_dim + rank : unsqueeze_dim;
+  const auto size = [&](int64_t d) {
+    return d < u ? table.size(d) : d == u ? 1 : table.size(d - 1);
+  };
+  const int64_t offset = x.dim() - rank;  // >= 0: the table has fewer dimensions than x
+  for (int64_t d = 0; d + 1 < rank; ++d) {
+    const int64_t want = x.size(d + offset);
+    if (size(d) == 1 || size(d) == want) continue;
+    std::vector<int64_t> sizes(static_cast<size_t>(rank));
+    for (int64_t e = 0; e < rank; ++e) sizes[static_cast<size_t>(e)] = size(e);
+    std::string expected = std::string(table_name) + ".unsqueeze(" + std::to_string(unsqueeze_dim) +
+                           ") " + int_list(sizes) + " that broadcasts to " + x_name + "'s " +
+                           int_list(x.sizes()) + " as in HF (size 1 or " + std::to_string(want) +
+                           " in dimension " + std::to_string(d + offset) + " of " + x_name + ")";
+    if (table.dim() == 2 && x.dim() == 4 && u == 1) {
+      expected += "; a [S, R] table with [B, H, S, D] " + std::string(x_name) +
+                  " takes unsqueeze_dim=0 (unsqueeze_dim=1 puts S against dimension 1: [B, S, H, "
+                  "D] or the vision towers' [S, H, D])";
+    }
+    TORCH_CHECK_VALUE(false, argument_message(op, table_name, expected,
+                                              "size " + std::to_string(size(d)) + " there"));
+  }
+}
 
 Operands operands(const char* op, const at::Tensor& x, const char* x_name, const at::Tensor& cos,
                   const at::Tensor& sin, int64_t unsqueeze_dim) {
@@ -69,19 +103,27 @@ Operands operands(const char* op, const at::Tensor& x, const char* x_name, const
       u < rank - 1,
       argument_message(op, "unsqueeze_dim", "a dimension before the last one (the heads dimension)",
                        std::to_string(unsqueeze_dim)));
+  for (const auto& [t, name] : {std::pair{&cos, "cos"}, std::pair{&sin, "sin"}}) {
+    check_broadcast(op, *t, name, unsqueeze_dim, x, x_name);
+  }
   Operands o;
+  o.unsqueeze_dim = unsqueeze_dim;
   o.canonical.heads_dim = u + (4 - rank);
   o.cos = o.canonical.apply(cos.unsqueeze(u));
   o.sin = o.canonical.apply(sin.unsqueeze(u));
   return o;
 }
 
-void check_same_rank(const char* op, const at::Tensor& q, const at::Tensor& k, const char* k_name,
-                     const char* q_name) {
+// k has q's rank, and cos and sin broadcast against it too (its own head count).
+void check_second(const char* op, const Operands& o, const at::Tensor& cos, const at::Tensor& sin,
+                  const at::Tensor& q, const at::Tensor& k, const char* k_name,
+                  const char* q_name) {
   TORCH_CHECK_VALUE(
       k.dim() == q.dim(),
       argument_message(op, k_name, std::to_string(q.dim()) + " dimensions (" + q_name + "'s)",
                        std::to_string(k.dim()) + " dimensions"));
+  check_broadcast(op, cos, "cos", o.unsqueeze_dim, k, k_name);
+  check_broadcast(op, sin, "sin", o.unsqueeze_dim, k, k_name);
 }
 
 TensorView view(const at::Tensor& t, const char* op, const char* arg) {
@@ -95,7 +137,7 @@ std::tuple<at::Tensor, at::Tensor> rope_fwd(const at::Tensor& q, const at::Tenso
                                             int64_t unsqueeze_dim, bool /*in_place*/) {
   const CudaContext context(q);
   const Operands o = operands(kFwd, q, "q", cos, sin, unsqueeze_dim);
-  check_same_rank(kFwd, q, k, "k", "q");
+  check_second(kFwd, o, cos, sin, q, k, "k", "q");
   return translate_errors([&] {
     const TensorView qv = view(o.canonical.apply(q), kFwd, "q");
     const TensorView cv = view(o.cos, kFwd, "cos");
@@ -114,7 +156,7 @@ void rope_fwd_inplace(const at::Tensor& q, const at::Tensor& k, const at::Tensor
                       const at::Tensor& sin, int64_t unsqueeze_dim) {
   const CudaContext context(q);
   const Operands o = operands(kFwdInplace, q, "q", cos, sin, unsqueeze_dim);
-  check_same_rank(kFwdInplace, q, k, "k", "q");
+  check_second(kFwdInplace, o, cos, sin, q, k, "k", "q");
   translate_errors([&] {
     const at::Tensor q4 = o.canonical.apply(q), k4 = o.canonical.apply(k);
     const TensorView qv = view(q4, kFwdInplace, "q");
@@ -136,7 +178,7 @@ std::tuple<at::Tensor, at::Tensor> rope_bwd(const at::Tensor& dq_embed, const at
                                             int64_t unsqueeze_dim, at::ScalarType dtype) {
   const CudaContext context(dq_embed);
   const Operands o = operands(kBwd, dq_embed, "dq_embed", cos, sin, unsqueeze_dim);
-  check_same_rank(kBwd, dq_embed, dk_embed, "dk_embed", "dq_embed");
+  check_second(kBwd, o, cos, sin, dq_embed, dk_embed, "dk_embed", "dq_embed");
   return translate_errors([&] {
     at::Tensor dq = at::empty_like(dq_embed, dq_embed.options().dtype(dtype));
     at::Tensor dk = at::empty_like(dk_embed, dk_embed.options().dtype(dtype));
@@ -153,7 +195,7 @@ void rope_bwd_inplace(const at::Tensor& dq_embed, const at::Tensor& dk_embed, co
                       const at::Tensor& sin, int64_t unsqueeze_dim) {
   const CudaContext context(dq_embed);
   const Operands o = operands(kBwdInplace, dq_embed, "dq_embed", cos, sin, unsqueeze_dim);
-  check_same_rank(kBwdInplace, dq_embed, dk_embed, "dk_embed", "dq_embed");
+  check_second(kBwdInplace, o, cos, sin, dq_embed, dk_embed, "dk_embed", "dq_embed");
   translate_errors([&] {
     const TensorView dq = view(o.canonical.apply(dq_embed), kBwdInplace, "dq_embed");
     const TensorView dk = view(o.canonical.apply(dk_embed), kBwdInplace, "dk_embed");

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import DEVICES
+from helpers import DEVICES, ulp_distance
 
 import tigon
 
@@ -224,6 +224,121 @@ def test_return_z_loss_module_and_shapes(device):
     assert none.shape == (3, 4)
 
 
+# torch's dtype contract: tigon.nn.CrossEntropyLoss and tigon.nn.functional.cross_entropy return
+# the logits' dtype, the float32 loss rounded once; tigon.ops.cross_entropy and HF's loss path stay
+# float32 (docs/ops/cross_entropy.md, "Output dtype").
+DROP_IN = {
+    "plain": {},
+    "weight": {"weight": True},
+    "smoothing": {"label_smoothing": 0.2},
+    "weight_smoothing": {"weight": True, "label_smoothing": 0.1},
+    "ignore_index": {"ignore_index": 3},
+}
+
+
+def _drop_in(form, logits, target, weight, ignore_index, reduction, label_smoothing):
+    if form == "module":
+        module = tigon.nn.CrossEntropyLoss(
+            weight, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
+        )
+        return module(logits, target)
+    return tigon.nn.functional.cross_entropy(logits, target, weight, ignore_index=ignore_index,
+                                             reduction=reduction, label_smoothing=label_smoothing)  # fmt: skip
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("form", ["module", "functional"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("name", list(DROP_IN))
+def test_drop_in_returns_torch_dtype_and_value(name, reduction, dtype, form, device):
+    opts = dict(DROP_IN[name])
+    ignore_index = opts.pop("ignore_index", -100)
+    smoothing = opts.pop("label_smoothing", 0.0)
+    logits, target = _problem(37, 301, dtype, device, ignore_index)
+    weight = torch.rand(301, device=device) + 0.2 if opts.pop("weight", False) else None
+    args = (weight, ignore_index, reduction, smoothing)
+    x = logits.clone().requires_grad_()
+    ours = _drop_in(form, x, target, *args)
+    # torch itself, in the input's dtype (torch's weight has the input's dtype).
+    torch_weight = None if weight is None else weight.to(dtype)
+    native = torch.nn.CrossEntropyLoss(torch_weight, ignore_index=ignore_index,
+                                       reduction=reduction, label_smoothing=smoothing)(logits, target)  # fmt: skip
+    assert ours.dtype == native.dtype == dtype and ours.shape == native.shape
+    # The value: torch's float32 math, rounded once to the input's dtype.
+    ref32 = F.cross_entropy(logits.float(), target, weight, ignore_index=ignore_index,
+                            reduction=reduction, label_smoothing=smoothing)  # fmt: skip
+    ours32 = tigon.ops.cross_entropy(logits, target, weight, ignore_index=ignore_index,
+                                     reduction=reduction, label_smoothing=smoothing)  # fmt: skip
+    assert ours32.dtype == torch.float32
+    assert torch.equal(ours, ours32.to(dtype))  # one rounding of the float32 loss
+    torch.testing.assert_close(ours32, ref32, rtol=1e-5, atol=1e-6)
+    ref = ref32.to(dtype)
+    same32 = ours32 == ref32
+    assert torch.equal(ours[same32], ref[same32])  # the same float32 value rounds the same
+    if dtype != torch.float32:
+        # Float32 values a few float32 ulps apart round to at most adjacent 16-bit values.
+        assert int(ulp_distance(ours.detach(), ref).max()) <= 1
+        # torch's own low-precision path (log-probabilities rounded first) is close where it is
+        # finite (float16 label smoothing sums the classes in float16 and can overflow to inf).
+        finite = native.isfinite()
+        torch.testing.assert_close(
+            ours[finite].float(), native[finite].float(), rtol=2e-2, atol=2e-2
+        )
+    # Gradients unchanged: the op's, for the same upstream gradient.
+    g = (torch.rand_like(ours32) + 0.5).to(dtype)
+    ours.backward(g)
+    x_op = logits.clone().requires_grad_()
+    tigon.ops.cross_entropy(x_op, target, weight, ignore_index=ignore_index, reduction=reduction,
+                            label_smoothing=smoothing).backward(g.float())  # fmt: skip
+    assert torch.equal(x.grad, x_op.grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_drop_in_functional_shapes_and_legacy_arguments(device):
+    logits = torch.randn(2, 7, 3, 4, device=device, dtype=torch.bfloat16)  # classes in dim 1
+    target = torch.randint(0, 7, (2, 3, 4), device=device)
+    for reduction in ["mean", "sum", "none"]:
+        ours = tigon.nn.functional.cross_entropy(logits, target, reduction=reduction)
+        ref = F.cross_entropy(logits.float(), target, reduction=reduction)
+        assert ours.dtype == torch.bfloat16 and ours.shape == ref.shape
+        assert int(ulp_distance(ours, ref.to(torch.bfloat16)).max()) <= 1
+    x, x64 = logits.clone().requires_grad_(), logits.double().requires_grad_()
+    tigon.nn.functional.cross_entropy(x, target).backward()
+    F.cross_entropy(x64, target).backward()
+    assert x.grad.shape == logits.shape
+    torch.testing.assert_close(x.grad.double(), x64.grad, rtol=1.6e-2, atol=1e-4)
+    unbatched = tigon.nn.functional.cross_entropy(
+        logits[0, :, 0, 0], target[0, 0, 0], reduction="none"
+    )
+    assert unbatched.shape == () and unbatched.dtype == torch.bfloat16
+    with pytest.warns(UserWarning, match="deprecated"):  # torch's own warning
+        legacy = tigon.nn.functional.cross_entropy(logits, target, size_average=False)
+    assert torch.equal(legacy, tigon.nn.functional.cross_entropy(logits, target, reduction="sum"))
+    with pytest.raises(ValueError, match="class indices"):
+        tigon.nn.functional.cross_entropy(logits, torch.rand_like(logits))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_hf_loss_paths_stay_float32(device):
+    from tigon.transformers.loss import causal_lm_loss
+
+    logits = torch.randn(2, 9, 50, device=device, dtype=torch.bfloat16)
+    labels = torch.randint(0, 50, (2, 9), device=device)
+    loss = causal_lm_loss(logits, labels, vocab_size=50)
+    assert loss.dtype == torch.float32
+    assert (
+        causal_lm_loss(logits, labels, vocab_size=50, num_items_in_batch=7).dtype == torch.float32
+    )
+    hidden = torch.randn(12, 16, device=device, dtype=torch.bfloat16)
+    head = torch.randn(50, 16, device=device, dtype=torch.bfloat16)
+    flce = tigon.ops.fused_linear_cross_entropy(hidden, head, labels.view(-1)[:12])
+    assert flce.dtype == torch.float32
+    module = tigon.nn.CrossEntropyLoss(lse_square_scale=1e-3, return_z_loss=True)
+    loss, z = module(logits, labels)
+    assert loss.dtype == z.dtype == torch.bfloat16
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("compute_grad", [True, False])
 @pytest.mark.parametrize("reduction", ["mean", "none"])
@@ -265,6 +380,24 @@ def test_compile_fullgraph(reduction, in_place, device):
     out.backward()
     torch.testing.assert_close(out, f(logits, target))
     torch.testing.assert_close(x2.grad, x1.grad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_compile_drop_ins_keep_torch_dtype(reduction, device):
+    torch._dynamo.reset()
+    logits, target = _problem(12, 70, torch.bfloat16, device)
+    module = tigon.nn.CrossEntropyLoss(reduction=reduction)
+    for fn in (module, lambda x, t: tigon.nn.functional.cross_entropy(x, t, reduction=reduction)):
+        x1, x2 = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+        eager = fn(x1, target)
+        compiled = torch.compile(fn, fullgraph=True)(x2, target)
+        assert compiled.dtype == eager.dtype == torch.bfloat16
+        assert torch.equal(compiled, eager)
+        eager.sum().backward()
+        compiled.sum().backward()
+        assert torch.equal(x2.grad, x1.grad)
 
 
 def test_errors_name_the_argument():

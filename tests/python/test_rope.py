@@ -119,7 +119,21 @@ def test_partial_rotary_matches_hf_phi3_bitwise(dim, rotary, dtype, cos_dtype, d
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("dtype", "cos_dtype"), DTYPE_CASES[:4])
 @pytest.mark.parametrize(
-    "layout", ["broadcast_cos", "contiguous_q", "bshd_unsqueeze2", "cos_2d", "vision_3d"]
+    "layout",
+    [
+        "broadcast_cos",
+        "contiguous_q",
+        "bshd_unsqueeze2",
+        "bshd_unsqueeze_neg2",
+        "bshd_cos_2d",
+        "cos_2d",
+        "vision_3d",
+        "vision_3d_neg",
+        "vision_3d_views",
+        "unbatched_hsd",
+        "expanded_cos",
+        "sliced_cos",
+    ],
 )
 def test_layouts_match_hf_bitwise(layout, dtype, cos_dtype, device):
     batch, seq, hq, hkv, dim = 2, 17, 4, 2, 64
@@ -137,16 +151,94 @@ def test_layouts_match_hf_bitwise(layout, dtype, cos_dtype, device):
         k = torch.randn(batch, seq, hkv, dim).to(device, dtype).requires_grad_()
         cos, sin = tables(batch, seq, dim, cos_dtype, device)
         unsqueeze_dim = 2
+    elif layout == "bshd_unsqueeze_neg2":  # the same with a negative dimension
+        q = torch.randn(batch, seq, hq, dim).to(device, dtype).requires_grad_()
+        k = torch.randn(batch, seq, hkv, dim).to(device, dtype).requires_grad_()
+        cos, sin = tables(batch, seq, dim, cos_dtype, device)
+        unsqueeze_dim = -2
+    elif layout == "bshd_cos_2d":  # [B, S, H, D] with an [S, D] table and the default dim 1
+        q = torch.randn(batch, seq, hq, dim).to(device, dtype).requires_grad_()
+        k = torch.randn(batch, seq, hkv, dim).to(device, dtype).requires_grad_()
+        cos, sin = (t[0] for t in tables(1, seq, dim, cos_dtype, device))
     elif layout == "cos_2d":  # [S, D] tables broadcast over the batch (unsqueeze_dim=0 in HF)
         q = hf_projections(batch, seq, hq, dim, dtype, device)
         k = hf_projections(batch, seq, hkv, dim, dtype, device)
         cos, sin = (t[0] for t in tables(1, seq, dim, cos_dtype, device))
         unsqueeze_dim = 0
-    else:  # vision towers: q [S, H, D], cos [S, D]
-        q = torch.randn(seq, hq, dim).to(device, dtype).requires_grad_()
-        k = torch.randn(seq, hkv, dim).to(device, dtype).requires_grad_()
+    elif layout.startswith("vision_3d"):  # vision towers: q [S, H, D], cos [S, D], dim 1
+        if layout == "vision_3d_views":  # qkv(x).reshape(S, 3, H, D).permute(1, 0, 2, 3).unbind(0)
+            qkv = torch.randn(seq, 3, hq, dim).to(device, dtype).permute(1, 0, 2, 3)
+            q = qkv[0].requires_grad_()
+            k = qkv[1].detach().clone().requires_grad_()
+        else:
+            q = torch.randn(seq, hq, dim).to(device, dtype).requires_grad_()
+            k = torch.randn(seq, hkv, dim).to(device, dtype).requires_grad_()
         cos, sin = (t[0] for t in tables(1, seq, dim, cos_dtype, device))
+        if layout == "vision_3d_neg":  # apply_rotary_pos_emb_vision's cos.unsqueeze(-2)
+            unsqueeze_dim = -2
+    elif layout == "unbatched_hsd":  # q [H, S, D] without the batch, cos [S, D], dim 0
+        q = torch.randn(hq, seq, dim).to(device, dtype).requires_grad_()
+        k = torch.randn(hkv, seq, dim).to(device, dtype).requires_grad_()
+        cos, sin = (t[0] for t in tables(1, seq, dim, cos_dtype, device))
+        unsqueeze_dim = 0
+    elif layout == "expanded_cos":  # one table expanded over the batch (stride 0)
+        q = hf_projections(batch, seq, hq, dim, dtype, device)
+        k = hf_projections(batch, seq, hkv, dim, dtype, device)
+        cos, sin = (t.expand(batch, seq, dim) for t in tables(1, seq, dim, cos_dtype, device))
+    else:  # sliced_cos: the first D channels of a wider table (a strided view)
+        q = hf_projections(batch, seq, hq, dim, dtype, device)
+        k = hf_projections(batch, seq, hkv, dim, dtype, device)
+        cos, sin = (t[..., :dim] for t in tables(batch, seq, 2 * dim, cos_dtype, device))
     run_both(hf_llama, q, k, cos, sin, unsqueeze_dim=unsqueeze_dim, what=f" ({layout})")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("dtype", "cos_dtype"), DTYPE_CASES[:4])
+@pytest.mark.parametrize("layout", ["vision_3d", "cos_2d", "bshd_cos_2d"])
+def test_2d_tables_partial_rotary_match_hf_phi3_bitwise(layout, dtype, cos_dtype, device):
+    """A head dim larger than the table's rotary dim passes through with every 2-D table form."""
+    seq, dim, rotary = 13, 48, 16
+    shapes = {
+        "vision_3d": (seq, 3, dim),
+        "cos_2d": (2, 3, seq, dim),
+        "bshd_cos_2d": (2, seq, 3, dim),
+    }
+    q = torch.randn(shapes[layout]).to(device, dtype).requires_grad_()
+    k = torch.randn(shapes[layout]).to(device, dtype).requires_grad_()
+    cos, sin = (t[0] for t in tables(1, seq, rotary, cos_dtype, device))
+    run_both(hf_phi3, q, k, cos, sin, unsqueeze_dim=0 if layout == "cos_2d" else 1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_vision_function_forward_is_float32_tables_then_cast(dtype, device):
+    """HF's apply_rotary_pos_emb_vision (float32 math, one rounding to q's dtype) is tigon's
+    float32-table result cast to q's dtype (docs/ops/rope.md, the table forms)."""
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb_vision
+
+    q = torch.randn(23, 4, 64).to(device, dtype)
+    k = torch.randn(23, 2, 64).to(device, dtype)
+    cos, sin = (t[0] for t in tables(1, 23, 64, torch.float32, device))
+    want_q, want_k = apply_rotary_pos_emb_vision(q, k, cos, sin)
+    got_q, got_k = tigon.ops.apply_rotary_pos_emb(q, k, cos, sin)
+    assert_same_bits(got_q.to(dtype), want_q, "q_embed (vision)")
+    assert_same_bits(got_k.to(dtype), want_k, "k_embed (vision)")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_2d_table_with_bhsd_q_needs_unsqueeze_dim_0(device):
+    """[B, H, S, D] q with an [S, D] table and the default unsqueeze_dim=1 is an error in HF (S
+    lands on the heads); tigon raises too, naming the fix."""
+    q = torch.randn(2, 4, 6, 8, device=device)
+    cos, sin = torch.randn(6, 8, device=device), torch.randn(6, 8, device=device)
+    with pytest.raises(RuntimeError):
+        hf_llama(q, q, cos, sin)
+    with pytest.raises(ValueError, match=r"argument 'cos'.*broadcasts to q.*unsqueeze_dim=0"):
+        tigon.ops.apply_rotary_pos_emb(q, q, cos, sin)
+    batched = cos.expand(2, 6, 8)
+    with pytest.raises(ValueError, match=r"argument 'cos'.*broadcasts to k's \[1, 2, 6, 8\]"):
+        tigon.ops.rope(q, torch.randn(1, 2, 6, 8, device=device), batched, batched)
+    run_both(hf_llama, q.requires_grad_(), q.detach().clone().requires_grad_(), cos, sin, 0)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -60,6 +60,72 @@ def test_opcheck_inplace(dtype, op_name, device):
     torch.library.opcheck(getattr(OPS, op_name).default, (q, k, cos, sin, 1))
 
 
+# The table forms HF's models pass besides [B | 1, S, R] (tests/python/test_rope.py checks their
+# values against HF): (q shape, k shape, table shape, unsqueeze_dim).
+TABLE_FORMS = [
+    pytest.param((7, 4, 16), (7, 2, 16), (7, 16), 1, id="vision-SHD"),
+    pytest.param((7, 4, 16), (7, 2, 16), (7, 16), -2, id="vision-SHD-neg"),
+    pytest.param((2, 7, 4, 16), (2, 7, 2, 16), (7, 16), 1, id="BSHD-2d"),
+    pytest.param((2, 4, 7, 16), (2, 2, 7, 16), (7, 8), 0, id="BHSD-2d-partial"),
+    pytest.param((4, 7, 16), (2, 7, 16), (7, 16), 0, id="HSD-2d"),
+]
+
+
+def _table_form(device, q_shape, k_shape, table_shape, dtype=torch.float32):
+    q = torch.randn(q_shape, device=device, dtype=dtype)
+    k = torch.randn(k_shape, device=device, dtype=dtype)
+    angles = torch.randn(*table_shape[:-1], table_shape[-1] // 2)
+    emb = torch.cat((angles, angles), -1)
+    return q, k, emb.cos().to(device, dtype), emb.sin().to(device, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("q_shape", "k_shape", "table_shape", "unsqueeze_dim"), TABLE_FORMS)
+def test_opcheck_table_forms(q_shape, k_shape, table_shape, unsqueeze_dim, device):
+    q, k, cos, sin = _table_form(device, q_shape, k_shape, table_shape)
+    args = (cos, sin, unsqueeze_dim)
+    torch.library.opcheck(
+        OPS.rope_fwd.default, (q.requires_grad_(), k.requires_grad_(), *args, False)
+    )
+    dq, dk = torch.randn_like(q), torch.randn_like(k)
+    torch.library.opcheck(OPS.rope_bwd.default, (dq, dk, *args, torch.float32))
+    torch.library.opcheck(
+        OPS.rope_fwd_inplace.default, (q.detach().clone(), k.detach().clone(), *args)
+    )
+    torch.library.opcheck(OPS.rope_bwd_inplace.default, (dq, dk, *args))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("q_shape", "k_shape", "table_shape", "unsqueeze_dim"), TABLE_FORMS)
+def test_compile_table_forms_match_eager(q_shape, k_shape, table_shape, unsqueeze_dim, device):
+    torch._dynamo.reset()
+    q, k, cos, sin = _table_form(device, q_shape, k_shape, table_shape)
+
+    def f(q, k, cos, sin):
+        a, b = tigon.ops.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)
+        return (a * 2).sum() + (b * 3).sum()
+
+    grads = []
+    for fn in (f, torch.compile(f, fullgraph=True)):
+        qq, kk = q.clone().requires_grad_(), k.clone().requires_grad_()
+        fn(qq, kk, cos, sin).backward()
+        grads.append((qq.grad, kk.grad))
+    for eager, compiled in zip(*grads, strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("q_shape", "k_shape", "table_shape", "unsqueeze_dim"), TABLE_FORMS)
+def test_in_place_table_forms(q_shape, k_shape, table_shape, unsqueeze_dim, device):
+    q, k, cos, sin = _table_form(device, q_shape, k_shape, table_shape, torch.bfloat16)
+    ref = tigon.ops.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)
+    with torch.no_grad():
+        a, b = tigon.ops.rope(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim, in_place=True)
+    assert a is q and b is k
+    assert torch.equal(q, ref[0]) and torch.equal(k, ref[1])
+
+
 # -------------------------------------------------------------------------------- gradcheck
 
 

@@ -1,5 +1,7 @@
-"""Modules: drop-in replacements for the Hugging Face transformers modules."""
+"""Modules: drop-in replacements for the Hugging Face transformers modules (and, in
+:mod:`tigon.nn.functional`, for ``torch.nn.functional``'s functions)."""
 
+from tigon.nn import functional
 from tigon.nn.cross_entropy import CrossEntropyLoss
 from tigon.nn.glu import (
     GLUMLP,
@@ -21,6 +23,7 @@ __all__ = [
     "Phi3SwiGLUMLP",
     "RMSNorm",
     "SwiGLUMLP",
+    "functional",
     "glu_down_proj",
     "glu_experts_apply_gate",
     "glu_experts_forward",

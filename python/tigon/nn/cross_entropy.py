@@ -1,4 +1,5 @@
-"""``tigon.nn.CrossEntropyLoss``: ``torch.nn.CrossEntropyLoss`` computed in float32 by tigon."""
+"""``tigon.nn.CrossEntropyLoss``: ``torch.nn.CrossEntropyLoss`` computed in float32 by tigon, with
+torch's output dtype."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ __all__ = ["CrossEntropyLoss"]
 
 
 class CrossEntropyLoss(nn.Module):
-    """Cross-entropy over the last dimension of ``[..., V]`` logits, in float32 whatever their
-    dtype (``nn.CrossEntropyLoss`` applied to ``logits.float()``), plus z-loss and soft-capping.
+    """Cross-entropy over the last dimension of ``[..., V]`` logits, computed in float32 whatever
+    their dtype, plus z-loss and soft-capping. The loss has the logits' dtype, as
+    ``torch.nn.CrossEntropyLoss`` returns: the float32 result rounded once (for bfloat16 / float16
+    logits, ``nn.CrossEntropyLoss`` on ``logits.float()`` then ``.to(logits.dtype)``). Gradients
+    are those of :func:`tigon.ops.cross_entropy` (the float32 op-level loss, docs/ops/
+    cross_entropy.md, "Output dtype").
 
     Args mirror :func:`tigon.ops.cross_entropy`; ``forward(logits, target)`` returns the loss, or
-    ``(loss, z_loss)`` with ``return_z_loss=True``.
+    ``(loss, z_loss)`` with ``return_z_loss=True`` (both in the logits' dtype).
     """
 
     def __init__(
@@ -50,7 +55,7 @@ class CrossEntropyLoss(nn.Module):
     def forward(
         self, logits: torch.Tensor, target: torch.Tensor
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        return cross_entropy(
+        out = cross_entropy(
             logits,
             target,
             self.weight,
@@ -62,6 +67,9 @@ class CrossEntropyLoss(nn.Module):
             return_z_loss=self.return_z_loss,
             in_place=self.in_place,
         )
+        if self.return_z_loss:
+            return out[0].to(logits.dtype), out[1].to(logits.dtype)
+        return out.to(logits.dtype)
 
     def extra_repr(self) -> str:
         return (

@@ -129,7 +129,10 @@ def cross_entropy(
             gradient is needed.
 
     Returns:
-        The loss (float32), or ``(loss, z_loss)`` when ``return_z_loss``.
+        The loss, float32 for every logits dtype (the op-level API and HF's upcast loss), or
+        ``(loss, z_loss)`` when ``return_z_loss``. The drop-ins for torch,
+        :class:`tigon.nn.CrossEntropyLoss` and :func:`tigon.nn.functional.cross_entropy`, return
+        the logits' dtype as torch does (docs/ops/cross_entropy.md, "Output dtype").
     """
     _check_reduction(reduction, "cross_entropy", num_items_in_batch)
     vocab = logits.shape[-1]

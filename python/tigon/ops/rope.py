@@ -81,10 +81,14 @@ def rope(
 
     Args:
         q: ``[B, Hq, S, D]`` (any strides: HF's transposed projection views are read in place),
-            or ``[B, S, Hq, D]`` with ``unsqueeze_dim=2``; float32, float16 or bfloat16.
+            ``[B, S, Hq, D]`` with ``unsqueeze_dim=2``, or 3-D without the batch (``[S, Hq, D]``,
+            ``[Hq, S, D]``); float32, float16 or bfloat16.
         k: like q, with its own head count (GQA) and q's dtype.
-        cos, sin: ``[B, S, R]`` or ``[1, S, R]`` (``[S, R]`` with ``unsqueeze_dim=0``), R even and
-            at most D; the activation dtype or float32. Channels ``>= R`` pass through.
+        cos, sin: ``[B, S, R]`` or ``[1, S, R]``, or ``[S, R]`` (with ``unsqueeze_dim=0`` for
+            ``[B, H, S, D]`` q; with the default 1 for the vision towers' ``[S, H, D]`` q or
+            ``[B, S, H, D]`` q), broadcast as HF's ``cos.unsqueeze(unsqueeze_dim)``
+            (docs/ops/rope.md, the table forms); R even and at most D; the activation dtype or
+            float32. Channels ``>= R`` pass through.
         position_ids: ignored (cos and sin are already gathered at the positions), as in HF.
         unsqueeze_dim: where cos and sin get the heads dimension, as in HF.
         in_place: when autograd is not recording (inference), write the result into q and k

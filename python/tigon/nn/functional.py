@@ -1,0 +1,54 @@
+"""``tigon.nn.functional``: drop-ins for ``torch.nn.functional`` (same signature, same output
+dtype), computed by tigon's operators.
+
+The op-level functions are in :mod:`tigon.ops`; these only adapt torch's calling convention.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import _reduction
+
+from tigon.ops.cross_entropy import cross_entropy as _cross_entropy
+
+__all__ = ["cross_entropy"]
+
+
+def cross_entropy(
+    input: torch.Tensor,  # noqa: A002  (torch's name)
+    target: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    size_average: bool | None = None,
+    ignore_index: int = -100,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
+    """``torch.nn.functional.cross_entropy`` with class-index targets, computed by
+    :func:`tigon.ops.cross_entropy` in float32 and returned in ``input``'s dtype, as torch returns
+    it (for bfloat16 / float16 input: ``F.cross_entropy(input.float(), ...)`` rounded once to the
+    input's dtype).
+
+    Shapes as torch: ``input`` ``[C]``, ``[N, C]`` or ``[N, C, d1, ...]`` (classes in dimension 1),
+    ``target`` ``[]``, ``[N]`` or ``[N, d1, ...]``; ``reduction="none"`` gives the target's shape.
+    ``size_average`` and ``reduce`` are torch's deprecated forms of ``reduction``. Not supported:
+    class-probability targets (a floating ``target``). Differences from torch: a ``mean`` over a
+    batch whose targets are all ``ignore_index`` is 0, not NaN (docs/ops/cross_entropy.md).
+    """
+    if size_average is not None or reduce is not None:
+        reduction = _reduction.legacy_get_string(size_average, reduce)
+    if target.is_floating_point():
+        raise ValueError(
+            "tigon.nn.functional.cross_entropy: argument 'target': expected class indices (an "
+            f"integer tensor), got {target.dtype} (class probabilities are not supported)"
+        )
+    logits = input.movedim(1, -1) if input.dim() > 2 else input
+    loss = _cross_entropy(
+        logits,
+        target,
+        weight,
+        ignore_index=ignore_index,
+        reduction=reduction,
+        label_smoothing=label_smoothing,
+    )
+    return loss.to(input.dtype)
