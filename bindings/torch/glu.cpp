@@ -33,11 +33,13 @@ std::pair<at::Tensor, at::Tensor> glu_halves(const at::Tensor& gate_up, const ch
   return {gate_up.narrow(-1, 0, n), gate_up.narrow(-1, n, n)};
 }
 
-at::Tensor call_glu_fwd(GluActivation act, const at::Tensor& a, const at::Tensor& b) {
-  using Signature = at::Tensor(const at::Tensor&, const at::Tensor&, bool);
+at::Tensor call_glu_fwd(GluActivation act, const at::Tensor& a, const at::Tensor& b,
+                        double gate_multiplier, double down_multiplier) {
+  using Signature = at::Tensor(const at::Tensor&, const at::Tensor&, bool, double, double);
   static const auto swiglu = op<Signature>("tigon::swiglu_fwd");
   static const auto geglu = op<Signature>("tigon::geglu_fwd");
-  return (act == GluActivation::kSilu ? swiglu : geglu).call(a, b, false);
+  return (act == GluActivation::kSilu ? swiglu : geglu)
+      .call(a, b, false, gate_multiplier, down_multiplier);
 }
 
 namespace {
@@ -49,7 +51,8 @@ at::Tensor grad_like(const at::Tensor& dy, const at::Tensor& a) {
 
 // tigon::<act>_fwd; in_place is only read by the autograd kernel (glu_autograd.cpp).
 template <GluActivation kAct>
-at::Tensor glu_fwd(const at::Tensor& a_arg, const at::Tensor& b_arg, bool /*in_place*/) {
+at::Tensor glu_fwd(const at::Tensor& a_arg, const at::Tensor& b_arg, bool /*in_place*/,
+                   double gate_multiplier, double down_multiplier) {
   const CudaContext context(a_arg);
   const char* op = glu_names(kAct).fwd;
   return translate_errors([&] {
@@ -58,14 +61,16 @@ at::Tensor glu_fwd(const at::Tensor& a_arg, const at::Tensor& b_arg, bool /*in_p
     const TensorView av = to_view(a, op, "a");
     const TensorView bv = to_view(b, op, "b");
     at::Tensor y = at::empty(a.sizes(), a.options());
-    tigon::glu_fwd(kAct, av, bv, to_view(y, op, "y"), context.stream);
+    tigon::glu_fwd(kAct, av, bv, to_view(y, op, "y"), {gate_multiplier, down_multiplier},
+                   context.stream);
     return y;
   });
 }
 
 template <GluActivation kAct>
 std::tuple<at::Tensor, at::Tensor> glu_bwd(const at::Tensor& dy_arg, const at::Tensor& a_arg,
-                                           const at::Tensor& b_arg) {
+                                           const at::Tensor& b_arg, double gate_multiplier,
+                                           double down_multiplier) {
   const CudaContext context(a_arg);
   const char* op = glu_names(kAct).bwd;
   return translate_errors([&] {
@@ -75,14 +80,16 @@ std::tuple<at::Tensor, at::Tensor> glu_bwd(const at::Tensor& dy_arg, const at::T
     at::Tensor da = at::empty(a.sizes(), a.options());
     at::Tensor db = at::empty(b.sizes(), b.options());
     tigon::glu_bwd(kAct, to_view(dy, op, "dy"), to_view(a, op, "a"), to_view(b, op, "b"),
-                   to_view(da, op, "da"), to_view(db, op, "db"), context.stream);
+                   to_view(da, op, "da"), to_view(db, op, "db"), {gate_multiplier, down_multiplier},
+                   context.stream);
     return std::make_tuple(std::move(da), std::move(db));
   });
 }
 
 // tigon::<act>_bwd_inplace: da is written into a and db into b.
 template <GluActivation kAct>
-void glu_bwd_inplace(const at::Tensor& dy_arg, const at::Tensor& a, const at::Tensor& b) {
+void glu_bwd_inplace(const at::Tensor& dy_arg, const at::Tensor& a, const at::Tensor& b,
+                     double gate_multiplier, double down_multiplier) {
   const CudaContext context(a);
   const char* op = glu_names(kAct).bwd_inplace;
   for (const auto& [t, arg] : {std::pair<const at::Tensor&, const char*>{a, "a"}, {b, "b"}}) {
@@ -97,7 +104,8 @@ void glu_bwd_inplace(const at::Tensor& dy_arg, const at::Tensor& a, const at::Te
     const at::Tensor dy = grad_like(dy_arg, a);
     const TensorView av = to_view(a, op, "a");
     const TensorView bv = to_view(b, op, "b");
-    tigon::glu_bwd(kAct, to_view(dy, op, "dy"), av, bv, av, bv, context.stream);
+    tigon::glu_bwd(kAct, to_view(dy, op, "dy"), av, bv, av, bv, {gate_multiplier, down_multiplier},
+                   context.stream);
   });
 }
 
@@ -109,8 +117,9 @@ at::Tensor packed_fwd(const at::Tensor& gate_up, bool /*in_place*/) {
 }
 template <GluActivation kAct>
 at::Tensor down_proj_fwd(const at::Tensor& gate, const at::Tensor& up, const at::Tensor& weight,
-                         const std::optional<at::Tensor>& bias, bool /*in_place*/) {
-  return at::linear(call_glu_fwd(kAct, gate, up), weight, bias);
+                         const std::optional<at::Tensor>& bias, bool /*in_place*/,
+                         double gate_multiplier) {
+  return at::linear(call_glu_fwd(kAct, gate, up, gate_multiplier), weight, bias);
 }
 template <GluActivation kAct>
 at::Tensor packed_down_proj_fwd(const at::Tensor& gate_up, const at::Tensor& weight,
@@ -148,16 +157,26 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
   const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
   for (const char* name : {"swiglu", "geglu"}) {
     const std::string n = name;
-    m.def((n + "_fwd(Tensor a, Tensor b, bool in_place=False) -> Tensor").c_str(), tags);
-    m.def((n + "_bwd(Tensor dy, Tensor a, Tensor b) -> (Tensor da, Tensor db)").c_str(), tags);
-    m.def((n + "_bwd_inplace(Tensor dy, Tensor(a!) a, Tensor(b!) b) -> ()").c_str(), tags);
+    // gate_multiplier, down_multiplier: include/tigon/ops/glu.h (1, 1: the plain op).
+    m.def((n + "_fwd(Tensor a, Tensor b, bool in_place=False, float gate_multiplier=1., "
+               "float down_multiplier=1.) -> Tensor")
+              .c_str(),
+          tags);
+    m.def((n + "_bwd(Tensor dy, Tensor a, Tensor b, float gate_multiplier=1., "
+               "float down_multiplier=1.) -> (Tensor da, Tensor db)")
+              .c_str(),
+          tags);
+    m.def((n + "_bwd_inplace(Tensor dy, Tensor(a!) a, Tensor(b!) b, float gate_multiplier=1., "
+               "float down_multiplier=1.) -> ()")
+              .c_str(),
+          tags);
     // Composites of the ops above and aten ops (CompositeExplicitAutograd, any device), each
     // with its own autograd kernel: act(gate) * up with gate, up = gate_up.chunk(2, -1) (the
     // gradient of gate_up in one buffer), and F.linear(act(gate) * up, weight, bias) whose
     // backward recomputes the product instead of saving it.
     m.def((n + "_packed_fwd(Tensor gate_up, bool in_place=False) -> Tensor").c_str(), tags);
     m.def((n + "_down_proj_fwd(Tensor gate, Tensor up, Tensor weight, Tensor? bias, "
-               "bool in_place=False) -> Tensor")
+               "bool in_place=False, float gate_multiplier=1.) -> Tensor")
               .c_str(),
           tags);
     m.def((n + "_packed_down_proj_fwd(Tensor gate_up, Tensor weight, Tensor? bias, "

@@ -26,6 +26,7 @@ GluNames glu_names(GluActivation act);
 std::pair<at::Tensor, at::Tensor> glu_halves(const at::Tensor& gate_up, const char* op);
 
 // tigon::<swiglu|geglu>_fwd(a, b) through the dispatcher: the device's kernel, or a tracer's.
-at::Tensor call_glu_fwd(GluActivation act, const at::Tensor& a, const at::Tensor& b);
+at::Tensor call_glu_fwd(GluActivation act, const at::Tensor& a, const at::Tensor& b,
+                        double gate_multiplier = 1.0, double down_multiplier = 1.0);
 
 }  // namespace tigon::torch_binding

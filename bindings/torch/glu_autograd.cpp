@@ -30,35 +30,43 @@ using at::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-using FwdSignature = Tensor(const Tensor&, const Tensor&, bool);
+using FwdSignature = Tensor(const Tensor&, const Tensor&, bool, double, double);
 using PackedFwdSignature = Tensor(const Tensor&, bool);
 using DownProjFwdSignature = Tensor(const Tensor&, const Tensor&, const Tensor&,
-                                    const std::optional<Tensor>&, bool);
+                                    const std::optional<Tensor>&, bool, double);
 using PackedDownProjFwdSignature = Tensor(const Tensor&, const Tensor&,
                                           const std::optional<Tensor>&, bool);
 
 std::string qualified(const char* name) { return std::string("tigon::") + name; }
 
+// The gate / down multipliers of a call (include/tigon/ops/glu.h).
+struct Multipliers {
+  double gate = 1.0;
+  double down = 1.0;
+};
+
 // <act>_bwd_inplace(dy, a, b) on buffers that are the caller's own (no version to bump).
 template <GluActivation kAct>
-void bwd_inplace(const Tensor& dy, const Tensor& a, const Tensor& b) {
-  using Signature = void(const Tensor&, const Tensor&, const Tensor&);
+void bwd_inplace(const Tensor& dy, const Tensor& a, const Tensor& b, Multipliers m = {}) {
+  using Signature = void(const Tensor&, const Tensor&, const Tensor&, double, double);
   static const auto handle = op<Signature>(qualified(glu_names(kAct).bwd_inplace));
   at::AutoDispatchBelowADInplaceOrView below_autograd;
-  handle.call(dy, a, b);
+  handle.call(dy, a, b, m.gate, m.down);
 }
 
 // da, db of <act>(a, b): into a and b when both may be overwritten, else new buffers.
 template <GluActivation kAct>
-std::pair<Tensor, Tensor> glu_grads(const Tensor& dy, Tensor a, Tensor b, bool in_place) {
+std::pair<Tensor, Tensor> glu_grads(const Tensor& dy, Tensor a, Tensor b, bool in_place,
+                                    Multipliers m = {}) {
   if (in_place && unobservable(a, a.scalar_type(), WriteLayout::kRows) &&
       unobservable(b, b.scalar_type(), WriteLayout::kRows)) {
-    bwd_inplace<kAct>(dy, a, b);
+    bwd_inplace<kAct>(dy, a, b, m);
     return {std::move(a), std::move(b)};
   }
-  using Signature = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&);
+  using Signature =
+      std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, double, double);
   static const auto bwd = op<Signature>(qualified(glu_names(kAct).bwd));
-  auto [da, db] = bwd.call(dy, a, b);
+  auto [da, db] = bwd.call(dy, a, b, m.gate, m.down);
   return {std::move(da), std::move(db)};
 }
 
@@ -93,11 +101,13 @@ std::tuple<Tensor, Tensor, Tensor> linear_grads(const Tensor& dy, const H& h_of,
 template <GluActivation kAct>
 struct GluFwd : torch::autograd::Function<GluFwd<kAct>> {
   static variable_list forward(AutogradContext* ctx, const Tensor& a, const Tensor& b,
-                               bool in_place) {
+                               bool in_place, double gate_multiplier, double down_multiplier) {
     static const auto fwd = op<FwdSignature>(qualified(glu_names(kAct).fwd));
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    Tensor y = fwd.call(a, b, in_place);
+    Tensor y = fwd.call(a, b, in_place, gate_multiplier, down_multiplier);
     ctx->saved_data["in_place"] = in_place;
+    ctx->saved_data["gate_multiplier"] = gate_multiplier;
+    ctx->saved_data["down_multiplier"] = down_multiplier;
     save_inputs(ctx, in_place, {a, b});
     return {y};
   }
@@ -105,9 +115,11 @@ struct GluFwd : torch::autograd::Function<GluFwd<kAct>> {
   // grads by non-const reference: see unobservable.h.
   static variable_list backward(AutogradContext* ctx, variable_list& grads) {
     variable_list saved = saved_inputs(ctx);
+    const Multipliers m{ctx->saved_data["gate_multiplier"].toDouble(),
+                        ctx->saved_data["down_multiplier"].toDouble()};
     auto [da, db] = glu_grads<kAct>(grads[0], std::move(saved[0]), std::move(saved[1]),
-                                    ctx->saved_data["in_place"].toBool());
-    return {std::move(da), std::move(db), Tensor()};
+                                    ctx->saved_data["in_place"].toBool(), m);
+    return {std::move(da), std::move(db), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -133,11 +145,12 @@ template <GluActivation kAct>
 struct GluDownProjFwd : torch::autograd::Function<GluDownProjFwd<kAct>> {
   static variable_list forward(AutogradContext* ctx, const Tensor& gate, const Tensor& up,
                                const Tensor& weight, const std::optional<Tensor>& bias,
-                               bool in_place) {
+                               bool in_place, double gate_multiplier) {
     static const auto fwd = op<DownProjFwdSignature>(qualified(glu_names(kAct).down_proj_fwd));
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    Tensor y = fwd.call(gate, up, weight, bias, in_place);
+    Tensor y = fwd.call(gate, up, weight, bias, in_place, gate_multiplier);
     ctx->saved_data["in_place"] = in_place;
+    ctx->saved_data["gate_multiplier"] = gate_multiplier;
     ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
     save_inputs(ctx, in_place, {gate, up}, {weight});
     return {y};
@@ -150,14 +163,16 @@ struct GluDownProjFwd : torch::autograd::Function<GluDownProjFwd<kAct>> {
     const bool need_gate = ctx->needs_input_grad(0);
     const bool need_up = ctx->needs_input_grad(1);
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    const Multipliers m{ctx->saved_data["gate_multiplier"].toDouble(), 1.0};
     auto [dh, dweight, dbias] = linear_grads(
-        grads[0], [&] { return call_glu_fwd(kAct, gate, up); }, saved[2], need_gate || need_up,
-        ctx->needs_input_grad(2), has_bias && ctx->needs_input_grad(3));
-    variable_list out = {Tensor(), Tensor(), std::move(dweight), std::move(dbias), Tensor()};
+        grads[0], [&] { return call_glu_fwd(kAct, gate, up, m.gate); }, saved[2],
+        need_gate || need_up, ctx->needs_input_grad(2), has_bias && ctx->needs_input_grad(3));
+    variable_list out = {Tensor(),         Tensor(), std::move(dweight),
+                         std::move(dbias), Tensor(), Tensor()};
     if (dh.defined()) {
       dh = dh.view(gate.sizes());
-      auto [dgate, dup] =
-          glu_grads<kAct>(dh, std::move(gate), std::move(up), ctx->saved_data["in_place"].toBool());
+      auto [dgate, dup] = glu_grads<kAct>(dh, std::move(gate), std::move(up),
+                                          ctx->saved_data["in_place"].toBool(), m);
       if (need_gate) out[0] = std::move(dgate);
       if (need_up) out[1] = std::move(dup);
     }

@@ -36,6 +36,13 @@ void forward(const GluFwdArgs& p) {
     const T* a = static_cast<const T*>(p.a) + row * p.a_row_stride;
     const T* b = static_cast<const T*>(p.b) + row * p.b_row_stride;
     T* y = static_cast<T*>(p.y) + row * p.y_row_stride;
+    if (p.scaled()) {
+      const float gm = p.gate_multiplier, dm = p.down_multiplier;
+      for (std::int64_t j = begin; j < end; ++j) {
+        y[j] = Math::forward(to_float(a[j]), to_float(b[j]), gm, dm);
+      }
+      return;
+    }
     for (std::int64_t j = begin; j < end; ++j) y[j] = Math::forward(to_float(a[j]), to_float(b[j]));
   });
 }
@@ -49,9 +56,13 @@ void backward(const GluBwdArgs& p) {
     const T* b = static_cast<const T*>(p.b) + row * p.b_row_stride;
     T* da = static_cast<T*>(p.da) + row * p.da_row_stride;
     T* db = static_cast<T*>(p.db) + row * p.db_row_stride;
+    const bool scaled = p.scaled();
+    const float gm = p.gate_multiplier, dm = p.down_multiplier;
     for (std::int64_t j = begin; j < end; ++j) {
       // Both inputs are read before either output is written: da may be a, db may be b.
-      const auto g = Math::backward(to_float(dy[j]), to_float(a[j]), to_float(b[j]));
+      const auto g = scaled
+                         ? Math::backward(to_float(dy[j]), to_float(a[j]), to_float(b[j]), gm, dm)
+                         : Math::backward(to_float(dy[j]), to_float(a[j]), to_float(b[j]));
       da[j] = g.da;
       db[j] = g.db;
     }

@@ -70,6 +70,30 @@ struct Glu {
     out.da = from_float<T>(Act::backward(g, a));
     return out;
   }
+
+  // With multipliers gm, dm (float32; include/tigon/ops/glu.h): HF's gate(x) * gate_multiplier
+  // is a tensor of T, so the activation's input is rounded to T; the output's multiplier rounds
+  // again. Each step is exact for a multiplier of 1. The products are never contracted into a
+  // later add (float32 keeps no rounding in between: nvcc could otherwise fuse a * gm into the
+  // activation's first FMA, which PyTorch's separate kernels do not).
+  TIGON_HD static float scaled(float x, float m) {
+#if defined(__CUDA_ARCH__)
+    return round_to<T>(__fmul_rn(x, m));
+#else
+    return round_to<T>(x * m);  // host code: -ffp-contract=off
+#endif
+  }
+
+  TIGON_HD static T forward(float a, float b, float gm, float dm) {
+    const float c = round_to<T>(gate(scaled(a, gm)) * b);
+    return from_float<T>(scaled(c, dm));
+  }
+
+  TIGON_HD static Grads backward(float dy, float a, float b, float gm, float dm) {
+    Grads out = backward(scaled(dy, dm), scaled(a, gm), b);  // dc, z
+    out.da = from_float<T>(scaled(to_float(out.da), gm));    // dL/da = dL/dz * gm
+    return out;
+  }
 };
 
 }  // namespace tigon::math

@@ -1,6 +1,7 @@
 // SwiGLU / GeGLU: the one validation point, then dispatch to a backend.
 #include "tigon/ops/glu.h"
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -27,6 +28,14 @@ OpNames op_names(GluActivation act) {
 void check_activation(const char* op, GluActivation act) {
   const int v = static_cast<int>(act);
   TIGON_CHECK_ARG(v >= 0 && v <= 1, op, "activation", "kSilu or kGeluTanh", std::to_string(v));
+}
+
+// A multiplier as the backends take it: finite, and finite once rounded to float32.
+float checked_multiplier(const char* op, const char* arg, double m) {
+  const float f = static_cast<float>(m);
+  TIGON_CHECK_ARG(std::isfinite(m) && std::isfinite(f), op, arg,
+                  "a finite value (finite in float32, |m| < 3.4e38)", std::to_string(m));
+  return f;
 }
 
 // `t` is like `a` (the reference): same dtype, device and sizes. Returns its row layout.
@@ -119,8 +128,15 @@ const char* glu_activation_name(GluActivation activation) noexcept {
 
 void glu_fwd(GluActivation act, const TensorView& a, const TensorView& b, const TensorView& y,
              Stream stream) {
+  glu_fwd(act, a, b, y, GluMultipliers{}, stream);
+}
+
+void glu_fwd(GluActivation act, const TensorView& a, const TensorView& b, const TensorView& y,
+             const GluMultipliers& multipliers, Stream stream) {
   const char* op = op_names(act).fwd;
   check_activation(op, act);
+  const float gm = checked_multiplier(op, "gate_multiplier", multipliers.gate);
+  const float dm = checked_multiplier(op, "down_multiplier", multipliers.down);
   const detail::RowLayout al = checked_a(op, a);
   const detail::RowLayout bl = checked_like_a(op, "b", b, a);
   const detail::RowLayout yl = checked_like_a(op, "y", y, a);
@@ -138,6 +154,8 @@ void glu_fwd(GluActivation act, const TensorView& a, const TensorView& b, const 
   args.b_row_stride = bl.row_stride;
   args.y = y.data;
   args.y_row_stride = yl.row_stride;
+  args.gate_multiplier = gm;
+  args.down_multiplier = dm;
   if (dense(al) && dense(bl) && dense(yl)) {  // one long row: no per-row tails
     args.width = al.rows * al.hidden;
     args.rows = 1;
@@ -151,8 +169,16 @@ void glu_fwd(GluActivation act, const TensorView& a, const TensorView& b, const 
 
 void glu_bwd(GluActivation act, const TensorView& dy, const TensorView& a, const TensorView& b,
              const TensorView& da, const TensorView& db, Stream stream) {
+  glu_bwd(act, dy, a, b, da, db, GluMultipliers{}, stream);
+}
+
+void glu_bwd(GluActivation act, const TensorView& dy, const TensorView& a, const TensorView& b,
+             const TensorView& da, const TensorView& db, const GluMultipliers& multipliers,
+             Stream stream) {
   const char* op = op_names(act).bwd;
   check_activation(op, act);
+  const float gm = checked_multiplier(op, "gate_multiplier", multipliers.gate);
+  const float dm = checked_multiplier(op, "down_multiplier", multipliers.down);
   const detail::RowLayout al = checked_a(op, a);
   const detail::RowLayout bl = checked_like_a(op, "b", b, a);
   const detail::RowLayout dyl = checked_like_a(op, "dy", dy, a);
@@ -179,6 +205,8 @@ void glu_bwd(GluActivation act, const TensorView& dy, const TensorView& a, const
   args.da_row_stride = dal.row_stride;
   args.db = db.data;
   args.db_row_stride = dbl.row_stride;
+  args.gate_multiplier = gm;
+  args.down_multiplier = dm;
   if (dense(al) && dense(bl) && dense(dyl) && dense(dal) && dense(dbl)) {
     args.width = al.rows * al.hidden;
     args.rows = 1;
@@ -203,6 +231,23 @@ void geglu_fwd(const TensorView& a, const TensorView& b, const TensorView& y, St
 void geglu_bwd(const TensorView& dy, const TensorView& a, const TensorView& b, const TensorView& da,
                const TensorView& db, Stream stream) {
   glu_bwd(GluActivation::kGeluTanh, dy, a, b, da, db, stream);
+}
+void swiglu_fwd(const TensorView& a, const TensorView& b, const TensorView& y,
+                const GluMultipliers& multipliers, Stream stream) {
+  glu_fwd(GluActivation::kSilu, a, b, y, multipliers, stream);
+}
+void swiglu_bwd(const TensorView& dy, const TensorView& a, const TensorView& b,
+                const TensorView& da, const TensorView& db, const GluMultipliers& multipliers,
+                Stream stream) {
+  glu_bwd(GluActivation::kSilu, dy, a, b, da, db, multipliers, stream);
+}
+void geglu_fwd(const TensorView& a, const TensorView& b, const TensorView& y,
+               const GluMultipliers& multipliers, Stream stream) {
+  glu_fwd(GluActivation::kGeluTanh, a, b, y, multipliers, stream);
+}
+void geglu_bwd(const TensorView& dy, const TensorView& a, const TensorView& b, const TensorView& da,
+               const TensorView& db, const GluMultipliers& multipliers, Stream stream) {
+  glu_bwd(GluActivation::kGeluTanh, dy, a, b, da, db, multipliers, stream);
 }
 
 }  // namespace tigon

@@ -22,6 +22,9 @@ struct GluFwdArgs {
   std::int64_t b_row_stride = 0;
   void* y = nullptr;
   std::int64_t y_row_stride = 0;
+  float gate_multiplier = 1.0f;  // finite; both 1: the plain op
+  float down_multiplier = 1.0f;
+  bool scaled() const { return gate_multiplier != 1.0f || down_multiplier != 1.0f; }
 };
 
 struct GluBwdArgs {
@@ -39,6 +42,9 @@ struct GluBwdArgs {
   std::int64_t da_row_stride = 0;
   void* db = nullptr;  // may equal b (same row stride)
   std::int64_t db_row_stride = 0;
+  float gate_multiplier = 1.0f;
+  float down_multiplier = 1.0f;
+  bool scaled() const { return gate_multiplier != 1.0f || down_multiplier != 1.0f; }
 };
 
 }  // namespace tigon::detail

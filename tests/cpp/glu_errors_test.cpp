@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "host_tensor.h"
@@ -33,6 +34,33 @@ TEST_F(GluErrors, ValidCallsSucceed) {
   tigon::geglu_fwd(a.view(), b.view(), y.view());
   tigon::swiglu_bwd(dy.view(), a.view(), b.view(), da.view(), db.view());
   tigon::geglu_bwd(dy.view(), a.view(), b.view(), a.view(), b.view());  // in place
+}
+
+TEST_F(GluErrors, MultipliersMustBeFinite) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const double bad : {inf, -inf, nan, 1e39}) {  // 1e39: finite, but not as float32
+    expect_error(
+        [&] {
+          tigon::swiglu_fwd(a.view(), b.view(), y.view(), {bad, 1.0});
+        },
+        ErrorCode::kInvalidArgument, "gate_multiplier", "a finite value", "swiglu_fwd");
+    expect_error(
+        [&] {
+          tigon::geglu_fwd(a.view(), b.view(), y.view(), {1.0, bad});
+        },
+        ErrorCode::kInvalidArgument, "down_multiplier", "a finite value", "geglu_fwd");
+    expect_error(
+        [&] {
+          tigon::swiglu_bwd(dy.view(), a.view(), b.view(), da.view(), db.view(), {bad, 2.0});
+        },
+        ErrorCode::kInvalidArgument, "gate_multiplier", "a finite value", "swiglu_bwd");
+    expect_error(
+        [&] {
+          tigon::geglu_bwd(dy.view(), a.view(), b.view(), da.view(), db.view(), {0.5, bad});
+        },
+        ErrorCode::kInvalidArgument, "down_multiplier", "a finite value", "geglu_bwd");
+  }
 }
 
 TEST_F(GluErrors, DtypeMismatchNamesTheArgument) {

@@ -141,6 +141,8 @@ TensorView columns(HostTensor& t, std::int64_t column, std::int64_t width, int m
 
 class GluCpu : public ::testing::TestWithParam<Case> {
  protected:
+  tigon::GluMultipliers mult_;  // gate / down multipliers of the calls (default: the plain op)
+
   // Runs forward and backward on [rows, width] views with the given extra row padding and
   // misalignment and checks them against the oracle; in_place writes da into a and db into b.
   void check(std::int64_t rows, std::int64_t width, std::int64_t pad = 0, int misalign = 0,
@@ -170,30 +172,56 @@ class GluCpu : public ::testing::TestWithParam<Case> {
         g[r * width + j] = dy.get(r, j + misalign);
       }
     }
-    tigon::glu_fwd(c.act, av, bv, y.view(misalign));
     const TensorView dav = in_place ? av : da_buf.view(misalign);
     const TensorView dbv = in_place ? bv : db_buf.view(misalign);
-    tigon::glu_bwd(c.act, dy.view(misalign), av, bv, dav, dbv);
+    const bool scaled = mult_.gate != 1.0 || mult_.down != 1.0;
+    if (scaled) {
+      tigon::glu_fwd(c.act, av, bv, y.view(misalign), mult_);
+      tigon::glu_bwd(c.act, dy.view(misalign), av, bv, dav, dbv, mult_);
+    } else {
+      tigon::glu_fwd(c.act, av, bv, y.view(misalign));
+      tigon::glu_bwd(c.act, dy.view(misalign), av, bv, dav, dbv);
+    }
     HostTensor* da_host = in_place ? a_host : &da_buf;
     HostTensor* db_host = in_place ? b_host : &db_buf;
     const std::int64_t db_col = in_place ? b_col : 0;
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t j = 0; j < width; ++j) {
         const std::int64_t i = r * width + j;
-        const auto [act, act_scale] = act64(c.act, a[i]);
+        // The multipliers' steps (exact for 1): a product of a T value and a float32 value is
+        // exact in double, then rounded to float32 and to T, as PyTorch's T * float scalar.
+        const double gm = static_cast<float>(mult_.gate), dm = static_cast<float>(mult_.down);
+        auto scaled_t = [&](double x, double m) {
+          return round_to(t, static_cast<double>(static_cast<float>(x * m)));
+        };
+        const double z = scaled_t(a[i], gm);
+        const auto [act, act_scale] = act64(c.act, z);
         const double h = round_to(t, act);
         // tigon's h: float32 arithmetic (16 rounding units of the terms), then rounded to T.
         const double h_error = ulp_at(t, act) + 16.0 * kF32Eps * act_scale;
         const std::string at =
             "row " + std::to_string(r) + " col " + std::to_string(j) + " a=" + std::to_string(a[i]);
-        expect_close(t, y.get(r, j + misalign), round_to(t, h * b[i]), h_error * std::fabs(b[i]),
-                     "y " + at);
-        const double gh = round_to(t, g[i] * b[i]);
-        const auto [d, scale] = act_grad64(c.act, a[i]);
-        expect_close(t, da_host->get(r, j + misalign), round_to(t, gh * d),
-                     16.0 * kF32Eps * std::fabs(gh) * scale, "da " + at);
-        expect_close(t, db_host->get(r, db_col + j + misalign), round_to(t, g[i] * h),
-                     h_error * std::fabs(g[i]), "db " + at);
+        const double cy = round_to(t, h * b[i]);
+        const double c_error = h_error * std::fabs(b[i]);
+        if (scaled) {
+          expect_close(t, y.get(r, j + misalign), scaled_t(cy, dm),
+                       std::fabs(dm) * (ulp_at(t, cy) + c_error), "y " + at);
+        } else {
+          expect_close(t, y.get(r, j + misalign), cy, c_error, "y " + at);
+        }
+        const double dc = scaled_t(g[i], dm);
+        const double gh = round_to(t, dc * b[i]);
+        const auto [d, scale] = act_grad64(c.act, z);
+        const double dz = round_to(t, gh * d);
+        const double dz_error = 16.0 * kF32Eps * std::fabs(gh) * scale;
+        if (scaled) {
+          expect_close(t, da_host->get(r, j + misalign), scaled_t(dz, gm),
+                       std::fabs(gm) * (ulp_at(t, dz) + dz_error), "da " + at);
+        } else {
+          expect_close(t, da_host->get(r, j + misalign), dz, dz_error, "da " + at);
+        }
+        expect_close(t, db_host->get(r, db_col + j + misalign), round_to(t, dc * h),
+                     h_error * std::fabs(dc), "db " + at);
       }
     }
   }
@@ -209,6 +237,45 @@ TEST_P(GluCpu, Unaligned) { check(4, 37, 3, 1); }
 TEST_P(GluCpu, InPlace) { check(6, 129, 0, 0, true); }
 TEST_P(GluCpu, FusedGateUp) { check(7, 96, 0, 0, false, true); }
 TEST_P(GluCpu, FusedGateUpInPlace) { check(7, 61, 5, 1, true, true); }
+
+// Falcon-H1's mlp_multipliers and others: not representable in T, negative, tiny, large.
+TEST_P(GluCpu, Multipliers) {
+  for (const tigon::GluMultipliers m :
+       {tigon::GluMultipliers{0.8927, 1.0}, tigon::GluMultipliers{1.0, 0.3921875},
+        tigon::GluMultipliers{0.6, 1.7}, tigon::GluMultipliers{-2.5, -0.1},
+        tigon::GluMultipliers{1e-3, 37.0}}) {
+    mult_ = m;
+    check(3, 257);
+    check(5, 100, 28);
+    check(4, 37, 3, 1, true);
+    check(7, 61, 5, 1, true, true);
+  }
+}
+
+// Multipliers of exactly 1 (as a double that rounds to float32 1 too) are the plain op, bitwise.
+TEST_P(GluCpu, UnitMultipliersAreThePlainOp) {
+  const Case c = GetParam();
+  std::mt19937 rng(11);
+  HostTensor a(c.dtype, {4, 67}), b(c.dtype, {4, 67}), dy(c.dtype, {4, 67});
+  a.fill_normal(rng);
+  b.fill_normal(rng);
+  dy.fill_normal(rng);
+  HostTensor y0(c.dtype, {4, 67}), da0(c.dtype, {4, 67}), db0(c.dtype, {4, 67});
+  tigon::glu_fwd(c.act, a.view(), b.view(), y0.view());
+  tigon::glu_bwd(c.act, dy.view(), a.view(), b.view(), da0.view(), db0.view());
+  for (const double one : {1.0, 1.0 + 1e-12}) {
+    HostTensor y1(c.dtype, {4, 67}), da1(c.dtype, {4, 67}), db1(c.dtype, {4, 67});
+    tigon::glu_fwd(c.act, a.view(), b.view(), y1.view(), {one, one});
+    tigon::glu_bwd(c.act, dy.view(), a.view(), b.view(), da1.view(), db1.view(), {one, one});
+    for (std::int64_t i = 0; i < 4; ++i) {
+      for (std::int64_t j = 0; j < 67; ++j) {
+        EXPECT_EQ(y0.bits(i, j), y1.bits(i, j));
+        EXPECT_EQ(da0.bits(i, j), da1.bits(i, j));
+        EXPECT_EQ(db0.bits(i, j), db1.bits(i, j));
+      }
+    }
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(All, GluCpu,
                          ::testing::Values(Case{GluActivation::kSilu, DType::kFloat32},

@@ -321,6 +321,89 @@ TEST(GluCudaExact, EveryGateValueMatchesExactDeviceMath) {
   }
 }
 
+// Gate / down multipliers (include/tigon/ops/glu.h): the scaled kernels equal the plain kernels
+// run on the pre-scaled inputs, with the multipliers' roundings done on the host, bit for bit:
+// y = round_T(plain_fwd(round_T(a * gm), b) * dm), da = round_T(dz * gm) with dz, db from
+// plain_bwd(round_T(dy * dm), round_T(a * gm), b). Vectorized and scalar paths (offset 1), a
+// row tail, in place; and multipliers of exactly 1 give the plain kernels' bits.
+std::vector<unsigned char> scaled_bytes(DType t, const std::vector<unsigned char>& in, float m) {
+  const std::size_t es = tigon::element_size(t);
+  const std::size_t n = in.size() / es;
+  std::vector<unsigned char> out(in.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(element(t, in, i)) * m;
+    if (t == DType::kFloat32) {
+      std::memcpy(&out[4 * i], &v, 4);
+    } else {
+      const std::uint16_t b = to_bits(t, v);
+      std::memcpy(&out[2 * i], &b, 2);
+    }
+  }
+  return out;
+}
+
+TEST(GluCudaMultipliers, ScaledKernelsComposeThePlainOnes) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const Device gpu = Device::cuda(0);
+  const float kMultipliers[][2] = {
+      {0.8927f, 1.0f}, {1.0f, 0.3921875f}, {0.6f, 1.7f}, {-2.5f, -0.1f}, {1.0f, 1.0f}};
+  for (const GluActivation act : {GluActivation::kSilu, GluActivation::kGeluTanh}) {
+    for (const DType t : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      for (const std::int64_t offset : {0, 1}) {  // vectorized, scalar
+        for (const auto& m : kMultipliers) {
+          const float gm = m[0], dm = m[1];
+          SCOPED_TRACE(std::string(tigon::glu_activation_name(act)) + "_" + tigon::dtype_name(t) +
+                       "_off" + std::to_string(offset) + "_gm" + std::to_string(gm) + "_dm" +
+                       std::to_string(dm));
+          const std::int64_t rows = 3, width = 4099;
+          const Layout l{rows, width, width, offset};
+          const std::size_t es = tigon::element_size(t);
+          const std::int64_t n = l.elements();
+          std::mt19937 rng(static_cast<std::uint32_t>(n * 31 + offset));
+          auto a = random_bytes(t, n, rng), b = random_bytes(t, n, rng),
+               dy = random_bytes(t, n, rng);
+          auto z = scaled_bytes(t, a, gm), dc = scaled_bytes(t, dy, dm);
+          DeviceBuffer ad = to_device(a), bd = to_device(b), dyd = to_device(dy);
+          DeviceBuffer zd = to_device(z), dcd = to_device(dc);
+          DeviceBuffer y(n * es + 16), da(n * es + 16), db(n * es + 16);
+          DeviceBuffer c(n * es + 16), dz(n * es + 16), db_plain(n * es + 16);
+          auto v = [&](const DeviceBuffer& buf) { return l.view(buf.data(), t, gpu); };
+          const tigon::GluMultipliers mult{gm, dm};
+          tigon::glu_fwd(act, v(ad), v(bd), v(y), mult);
+          tigon::glu_bwd(act, v(dyd), v(ad), v(bd), v(da), v(db), mult);
+          tigon::glu_fwd(act, v(zd), v(bd), v(c));
+          tigon::glu_bwd(act, v(dcd), v(zd), v(bd), v(dz), v(db_plain));
+          // In place: da into a copy of a, db into a copy of b.
+          DeviceBuffer a2 = to_device(a), b2 = to_device(b);
+          tigon::glu_bwd(act, v(dyd), v(a2), v(b2), v(a2), v(b2), mult);
+          cuda_ok(cudaDeviceSynchronize());
+          const std::size_t bytes = n * es;
+          const auto want_y = scaled_bytes(t, c.download(bytes), dm);
+          const auto want_da = scaled_bytes(t, dz.download(bytes), gm);
+          const auto want_db = db_plain.download(bytes);
+          const std::size_t skip = offset * es;  // the bytes before the view: not written
+          auto same = [&](const std::vector<unsigned char>& want,
+                          const std::vector<unsigned char>& got, const char* what) {
+            std::size_t bad = 0;
+            for (std::size_t i = skip / es; i < static_cast<std::size_t>(n); ++i) {
+              if (std::memcmp(&want[es * i], &got[es * i], es) != 0 && bad++ < 3) {
+                ADD_FAILURE() << what << "[" << i << "]: want " << element(t, want, i) << " got "
+                              << element(t, got, i);
+              }
+            }
+            EXPECT_EQ(bad, 0u) << what;
+          };
+          same(want_y, y.download(bytes), "y");
+          same(want_da, da.download(bytes), "da");
+          same(want_db, db.download(bytes), "db");
+          same(want_da, a2.download(bytes), "da in place");
+          same(want_db, b2.download(bytes), "db in place");
+        }
+      }
+    }
+  }
+}
+
 // More than 2^31 elements (bf16): the last elements, past the 32-bit index range, are computed.
 TEST(GluCudaHuge, MoreThan2To31Elements) {
   SKIP_WITHOUT_CUDA_DEVICE();

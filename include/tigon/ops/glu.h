@@ -29,6 +29,25 @@
 //            (3 * kKappa rounded to float32 once)
 // Nothing but a and b is saved: the backward recomputes the activation.
 //
+// Multipliers (GluMultipliers; Falcon-H1's config.mlp_multipliers = [gate, down]). HF's
+// FalconH1MLP computes up(x) * act_fn(gate(x) * gate_multiplier), a T tensor times a Python float:
+// PyTorch rounds the scalar to float32, multiplies in float32 and rounds to T. With gm =
+// float32(gate), dm = float32(down):
+//     z  = round_T(a * gm)                       the activation's input, a tensor of T
+//     h  = round_T(act(z))
+//     c  = round_T(h * b)
+//     y  = round_T(c * dm)                       the peer's (Liger's) down_multiplier: on the GLU
+//                                                output (HF scales down_proj's output instead:
+//                                                tigon.nn's modules do that, not this op)
+// Backward (autograd through the same graph; a multiplication by a scalar is its own backward):
+//     dc = round_T(dy * dm)
+//     g  = round_T(dc * b)
+//     db = round_T(dc * h)
+//     dz = round_T(act_grad(g, z))
+//     da = round_T(dz * gm)
+// gm = dm = 1 is the plain op bit for bit (each extra step is exact there); the backends skip
+// those steps when gm == 1 and dm == 1. Both must be finite (and finite as float32).
+//
 // Shapes: a, b, y, dy, da, db all have the same sizes [..., N] (any number of leading dimensions,
 // R = their product rows; N >= 1 any size). Each tensor needs unit stride in its last dimension
 // and leading dimensions that collapse to one row stride of its own (contiguous tensors, or
@@ -47,6 +66,12 @@
 namespace tigon {
 
 enum class GluActivation { kSilu, kGeluTanh };
+
+// Scalar multipliers of the gate input and of the output (see above); rounded to float32 once.
+struct GluMultipliers {
+  double gate = 1.0;  // gate_multiplier: z = round_T(a * gate)
+  double down = 1.0;  // down_multiplier: y = round_T(round_T(h * b) * down)
+};
 
 const char* glu_activation_name(GluActivation activation) noexcept;
 
@@ -68,5 +93,21 @@ void glu_fwd(GluActivation activation, const TensorView& a, const TensorView& b,
              const TensorView& y, Stream stream = {});
 void glu_bwd(GluActivation activation, const TensorView& dy, const TensorView& a,
              const TensorView& b, const TensorView& da, const TensorView& db, Stream stream = {});
+
+// With gate / down multipliers (see above); GluMultipliers{} gives the ops above.
+void swiglu_fwd(const TensorView& a, const TensorView& b, const TensorView& y,
+                const GluMultipliers& multipliers, Stream stream = {});
+void swiglu_bwd(const TensorView& dy, const TensorView& a, const TensorView& b,
+                const TensorView& da, const TensorView& db, const GluMultipliers& multipliers,
+                Stream stream = {});
+void geglu_fwd(const TensorView& a, const TensorView& b, const TensorView& y,
+               const GluMultipliers& multipliers, Stream stream = {});
+void geglu_bwd(const TensorView& dy, const TensorView& a, const TensorView& b, const TensorView& da,
+               const TensorView& db, const GluMultipliers& multipliers, Stream stream = {});
+void glu_fwd(GluActivation activation, const TensorView& a, const TensorView& b,
+             const TensorView& y, const GluMultipliers& multipliers, Stream stream = {});
+void glu_bwd(GluActivation activation, const TensorView& dy, const TensorView& a,
+             const TensorView& b, const TensorView& da, const TensorView& db,
+             const GluMultipliers& multipliers, Stream stream = {});
 
 }  // namespace tigon

@@ -65,6 +65,11 @@ class GLUMLP(nn.Module):
             when nothing else can observe them (checked at run time).
         fuse_down_proj: the backward recomputes ``act(gate) * up`` for down_proj instead of
             autograd keeping it (:func:`glu_down_proj`; bitwise the same results).
+        gate_multiplier, down_multiplier: Falcon-H1's MLP multipliers (default: the config's
+            ``mlp_multipliers`` when it has them, else 1.0): the module computes HF's FalconH1MLP,
+            ``down_proj(up(x) * act(gate(x) * gate_multiplier)) * down_multiplier``, bit for bit
+            (the gate multiplier inside the fused op, the down multiplier on down_proj's output
+            as HF rounds it).
     """
 
     _allowed: tuple[str, ...] = tuple(ACTIVATIONS)
@@ -75,9 +80,14 @@ class GLUMLP(nn.Module):
         intermediate_size: int | None = None,
         in_place: bool = True,
         fuse_down_proj: bool = True,
+        gate_multiplier: float | None = None,
+        down_multiplier: float | None = None,
     ) -> None:
         super().__init__()
         self.config = config
+        multipliers = getattr(config, "mlp_multipliers", None) or (1.0, 1.0)
+        self.gate_multiplier = float(multipliers[0] if gate_multiplier is None else gate_multiplier)
+        self.down_multiplier = float(multipliers[1] if down_multiplier is None else down_multiplier)
         self.hidden_size = config.hidden_size
         self.intermediate_size = (
             config.intermediate_size if intermediate_size is None else intermediate_size
@@ -92,14 +102,23 @@ class GLUMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_proj(x), self.up_proj(x)
+        gm = self.gate_multiplier
         if self.fuse_down_proj:
-            return glu_down_proj(self.activation, gate, up, self.down_proj, self.in_place)
-        return self.down_proj(glu(self.activation, gate, up, self.in_place))
+            y = glu_down_proj(self.activation, gate, up, self.down_proj, self.in_place, gm)
+        else:
+            y = self.down_proj(glu(self.activation, gate, up, self.in_place, gm))
+        # HF's FalconH1MLP: down_proj(...) * down_multiplier, rounded after the Linear's rounding.
+        return y if self.down_multiplier == 1.0 else y * self.down_multiplier
 
     def extra_repr(self) -> str:
+        extra = (
+            f", gate_multiplier={self.gate_multiplier}, down_multiplier={self.down_multiplier}"
+            if (self.gate_multiplier, self.down_multiplier) != (1.0, 1.0)
+            else ""
+        )
         return (
             f"activation={self.activation!r}, in_place={self.in_place}, "
-            f"fuse_down_proj={self.fuse_down_proj}"
+            f"fuse_down_proj={self.fuse_down_proj}{extra}"
         )
 
 

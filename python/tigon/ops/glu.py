@@ -37,12 +37,22 @@ ACTIVATIONS: dict[str, str] = {
 
 def _register_fakes(name: str) -> None:
     @torch.library.register_fake(f"{_OPS}{name}_fwd")
-    def _fwd_fake(a: torch.Tensor, b: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+    def _fwd_fake(
+        a: torch.Tensor,
+        b: torch.Tensor,
+        in_place: bool = False,
+        gate_multiplier: float = 1.0,
+        down_multiplier: float = 1.0,
+    ) -> torch.Tensor:
         return torch.empty(a.shape, dtype=a.dtype, device=a.device)
 
     @torch.library.register_fake(f"{_OPS}{name}_bwd")
     def _bwd_fake(
-        dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+        dy: torch.Tensor,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        gate_multiplier: float = 1.0,
+        down_multiplier: float = 1.0,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return (
             torch.empty(a.shape, dtype=a.dtype, device=a.device),
@@ -50,7 +60,13 @@ def _register_fakes(name: str) -> None:
         )
 
     @torch.library.register_fake(f"{_OPS}{name}_bwd_inplace")
-    def _bwd_inplace_fake(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    def _bwd_inplace_fake(
+        dy: torch.Tensor,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        gate_multiplier: float = 1.0,
+        down_multiplier: float = 1.0,
+    ) -> None:
         return None
 
     @torch.library.register_fake(f"{_OPS}{name}_packed_fwd")
@@ -65,6 +81,7 @@ def _register_fakes(name: str) -> None:
         weight: torch.Tensor,
         bias: torch.Tensor | None,
         in_place: bool = False,
+        gate_multiplier: float = 1.0,
     ) -> torch.Tensor:
         return gate.new_empty((*gate.shape[:-1], weight.shape[0]))
 
@@ -87,7 +104,24 @@ def _check_pair(a: torch.Tensor, b: torch.Tensor, op: str) -> None:
         )
 
 
-def swiglu(a: torch.Tensor, b: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+def _multiplier(value: float, name: str, op: str) -> float:
+    """A multiplier as the op's float argument (a Python or 0-dim tensor number; finite)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"tigon::{op}: argument '{name}': expected a float, got {type(value).__name__}"
+        )
+    return float(value)
+
+
+def swiglu(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    in_place: bool = False,
+    gate_multiplier: float = 1.0,
+    down_multiplier: float = 1.0,
+) -> torch.Tensor:
     """``silu(a) * b`` exactly as Hugging Face's eager ``act_fn(gate_proj(x)) * up_proj(x)``.
 
     Args:
@@ -98,23 +132,46 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, in_place: bool = False) -> torch.Te
             buffers). It does so only when nothing else can observe a and b (checked at run
             time: docs/ARCHITECTURE.md, "In place"), e.g. fresh projection outputs inside an
             MLP; otherwise it allocates the gradients.
+        gate_multiplier: Falcon-H1's ``mlp_multipliers[0]``: the activation's input is
+            ``round(a * gate_multiplier)`` in a's dtype, as HF's ``gate_proj(x) * gate_multiplier``.
+        down_multiplier: the output is ``round(y * down_multiplier)`` (Liger's semantics: the
+            GLU's output; HF's Falcon-H1 scales ``down_proj``'s output instead, as
+            :class:`tigon.nn.SwiGLUMLP` does). Both finite; 1.0 is the plain op bit for bit.
 
     Returns:
-        ``round(round(silu(a)) * b)`` in a's dtype, a new contiguous tensor.
+        ``round(round(silu(a)) * b)`` in a's dtype, a new contiguous tensor (with multipliers:
+        ``include/tigon/ops/glu.h``).
     """
     _check_pair(a, b, "swiglu")
-    return torch.ops.tigon.swiglu_fwd(a, b, bool(in_place))
+    gm = _multiplier(gate_multiplier, "gate_multiplier", "swiglu")
+    dm = _multiplier(down_multiplier, "down_multiplier", "swiglu")
+    return torch.ops.tigon.swiglu_fwd(a, b, bool(in_place), gm, dm)
 
 
-def geglu(a: torch.Tensor, b: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+def geglu(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    in_place: bool = False,
+    gate_multiplier: float = 1.0,
+    down_multiplier: float = 1.0,
+) -> torch.Tensor:
     """``gelu(a, approximate="tanh") * b`` as Hugging Face's eager GemmaMLP; see :func:`swiglu`."""
     _check_pair(a, b, "geglu")
-    return torch.ops.tigon.geglu_fwd(a, b, bool(in_place))
+    gm = _multiplier(gate_multiplier, "gate_multiplier", "geglu")
+    dm = _multiplier(down_multiplier, "down_multiplier", "geglu")
+    return torch.ops.tigon.geglu_fwd(a, b, bool(in_place), gm, dm)
 
 
-def glu(activation: str, a: torch.Tensor, b: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+def glu(
+    activation: str,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    in_place: bool = False,
+    gate_multiplier: float = 1.0,
+    down_multiplier: float = 1.0,
+) -> torch.Tensor:
     """:func:`swiglu` or :func:`geglu` by HF activation name (``config.hidden_act``)."""
-    return _GLU[_op_name(activation)](a, b, in_place)
+    return _GLU[_op_name(activation)](a, b, in_place, gate_multiplier, down_multiplier)
 
 
 def _op_name(activation: str) -> str:
@@ -206,19 +263,22 @@ def glu_down_proj(
     up: torch.Tensor,
     down_proj: nn.Module,
     in_place: bool = True,
+    gate_multiplier: float = 1.0,
 ) -> torch.Tensor:
     """``down_proj(act(gate) * up)``, bitwise as ``down_proj(glu(activation, gate, up,
     in_place))``, whose backward recomputes ``act(gate) * up`` from gate and up instead of
     keeping it alive from forward to backward (saves tokens x intermediate x dtype bytes per
     MLP). Falls back to the two calls when :func:`fusable_down_proj` says no.
     ``activation``: an HF name (``silu``, ``gelu_pytorch_tanh``, ...) or ``swiglu``/``geglu``.
-    ``in_place``: as :func:`swiglu`.
+    ``in_place``, ``gate_multiplier``: as :func:`swiglu` (a down multiplier scales
+    ``down_proj``'s output in HF's Falcon-H1: multiply the result).
     """
     name = _resolve(activation)
+    gm = _multiplier(gate_multiplier, "gate_multiplier", f"{name}_down_proj")
     if not fusable_down_proj(down_proj, gate, up) or gate.shape != up.shape:
-        return down_proj(_GLU[name](gate, up, in_place))
+        return down_proj(_GLU[name](gate, up, in_place, gm))
     op = getattr(torch.ops.tigon, f"{name}_down_proj_fwd")
-    return op(gate, up, down_proj.weight, down_proj.bias, bool(in_place))
+    return op(gate, up, down_proj.weight, down_proj.bias, bool(in_place), gm)
 
 
 def glu_packed_down_proj(

@@ -39,18 +39,22 @@ inline Tiling tiling_for(std::int64_t rows, std::int64_t width, int p) {
   return t;
 }
 
+// Multipliers of 1 take the plain op's kernels (the extra steps are exact there).
 template <GluActivation kAct, typename T, int P>
 void launch_fwd(const detail::GluFwdArgs& a, cudaStream_t stream) {
   const Tiling t = tiling_for(a.rows, a.width, P);
-  launch_kernel(glu_fwd_kernel<kAct, T, P>, std::min(t.tiles, kMaxGridBlocks), dim3(kThreads), 0, 1,
-                stream, a, t);
+  const auto kernel =
+      a.scaled() ? &glu_fwd_kernel<kAct, T, P, true> : &glu_fwd_kernel<kAct, T, P, false>;
+  launch_kernel(kernel, std::min(t.tiles, kMaxGridBlocks), dim3(kThreads), 0, 1, stream, a, t);
 }
 
+// Multipliers of 1 take the plain op's kernels (the extra steps are exact there).
 template <GluActivation kAct, typename T, int P>
 void launch_bwd(const detail::GluBwdArgs& a, cudaStream_t stream) {
   const Tiling t = tiling_for(a.rows, a.width, P);
-  launch_kernel(glu_bwd_kernel<kAct, T, P>, std::min(t.tiles, kMaxGridBlocks), dim3(kThreads), 0, 1,
-                stream, a, t);
+  const auto kernel =
+      a.scaled() ? &glu_bwd_kernel<kAct, T, P, true> : &glu_bwd_kernel<kAct, T, P, false>;
+  launch_kernel(kernel, std::min(t.tiles, kMaxGridBlocks), dim3(kThreads), 0, 1, stream, a, t);
 }
 
 template <GluActivation kAct>

@@ -27,6 +27,20 @@ __device__ __forceinline__ std::uint32_t exact_word(float lo, float hi) {
   return storage_bits(math::from_float<T>(lo)) | (storage_bits(math::from_float<T>(hi)) << 16);
 }
 
+// Each element of a 16-bit pack's words times m, rounded to T (math::Glu::scaled, the
+// multipliers' steps): the pack ops then see T values, as they do without multipliers, so the
+// fast gate's proof (which covers every T value of a) still holds for a * gate_multiplier.
+template <typename T, int P>
+__device__ __forceinline__ void scale_words(std::uint32_t (&w)[Pack<T, P>::kWords], float m) {
+  static_assert(sizeof(T) == 2 && P % 2 == 0, "16-bit packs of an even size");
+#pragma unroll
+  for (int j = 0; j < P / 2; ++j) {
+    const float lo = math::to_float(storage_from_bits<T>(w[j] & 0xffffu));
+    const float hi = math::to_float(storage_from_bits<T>(w[j] >> 16));
+    w[j] = exact_word<T>(lo * m, hi * m);
+  }
+}
+
 template <GluActivation kAct, typename T, int P>
 __device__ __forceinline__ void forward_pack(const Pack<T, P>& pa, const Pack<T, P>& pb,
                                              PackWords<T, P>& y) {
