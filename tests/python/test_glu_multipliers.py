@@ -230,3 +230,5 @@ def test_errors_name_the_argument(name):
             getattr(OPS, f"{name}_bwd")(a, a, a, 1.0, bad)
     with pytest.raises(TypeError, match="argument 'gate_multiplier'"):
         getattr(tigon.ops, name)(a, a, gate_multiplier="2")
+    with pytest.raises(TypeError, match="argument 'down_multiplier'"):
+        getattr(tigon.ops, name)(a, a, down_multiplier=torch.tensor(2.0))

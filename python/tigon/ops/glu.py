@@ -105,12 +105,12 @@ def _check_pair(a: torch.Tensor, b: torch.Tensor, op: str) -> None:
 
 
 def _multiplier(value: float, name: str, op: str) -> float:
-    """A multiplier as the op's float argument (a Python or 0-dim tensor number; finite)."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
+    """A multiplier as the op's float argument: a Python number (finiteness is checked by the op).
+    A tensor is refused rather than read with .item(), which would synchronize with the device on
+    every call and break torch.compile's graph."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(
-            f"tigon::{op}: argument '{name}': expected a float, got {type(value).__name__}"
+            f"tigon::{op}: argument '{name}': expected a Python float, got {type(value).__name__}"
         )
     return float(value)
 
