@@ -2,6 +2,7 @@
 // ...".
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -73,6 +74,14 @@ inline void check_backend(std::string_view op, std::string_view arg, Device devi
   TIGON_CHECK_ARG(device.type == DeviceType::kCPU || has_cuda_backend(), op, arg,
                   "a CPU tensor (this build of tigon has no CUDA backend)",
                   "a tensor on " + device_string(device), ErrorCode::kBackendUnavailable);
+}
+
+// `ws` holds at least the `needed` bytes that the op's `query` (its workspace_size function) said.
+inline void check_workspace(std::string_view op, Workspace ws, std::size_t needed,
+                            std::string_view query) {
+  TIGON_CHECK_ARG(ws.bytes >= needed && (needed == 0 || ws.data != nullptr), op, "workspace",
+                  "at least " + std::to_string(needed) + " bytes (" + std::string(query) + ")",
+                  std::to_string(ws.bytes) + " bytes");
 }
 
 }  // namespace tigon::detail

@@ -14,6 +14,7 @@ namespace {
 }
 }  // namespace
 
+std::size_t rms_norm_fwd_workspace_size(std::int64_t, std::int64_t, DType, int) { return 0; }
 std::size_t rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, bool, int) {
   unavailable();
 }

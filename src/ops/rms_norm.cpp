@@ -99,13 +99,17 @@ DType rms_norm_output_dtype(const RmsNormParams& params, DType x_dtype, DType we
   return promote_types(x_dtype, weight_dtype);
 }
 
-std::size_t rms_norm_fwd_workspace_size(const RmsNormParams&, const TensorView&,
+std::size_t rms_norm_fwd_workspace_size(const RmsNormParams&, const TensorView& x,
                                         const TensorView&) {
+  const detail::RowLayout xl = checked_x("rms_norm_fwd_workspace_size", x);
+  if (x.device.type == DeviceType::kCUDA) {
+    return cuda::rms_norm_fwd_workspace_size(xl.rows, xl.hidden, x.dtype, x.device.index);
+  }
   return 0;
 }
 
 void rms_norm_fwd(const RmsNormParams& params, const TensorView& x, const TensorView& weight,
-                  const TensorView& y, const TensorView& rstd, Workspace, Stream stream) {
+                  const TensorView& y, const TensorView& rstd, Workspace workspace, Stream stream) {
   const detail::RowLayout xl = checked_x(kFwd, x);
   check_params(kFwd, params, weight.defined());
   check_weight(kFwd, weight, x, xl.hidden);
@@ -116,6 +120,8 @@ void rms_norm_fwd(const RmsNormParams& params, const TensorView& x, const Tensor
   check_same_shape(kFwd, "y", y, x);
   const detail::RowLayout yl = detail::row_layout(kFwd, "y", y);
   check_rstd(kFwd, rstd, x, xl.rows);
+  detail::check_workspace(kFwd, workspace, rms_norm_fwd_workspace_size(params, x, weight),
+                          "rms_norm_fwd_workspace_size");
   if (xl.rows == 0) return;
 
   detail::RmsNormFwdArgs a;
@@ -131,6 +137,8 @@ void rms_norm_fwd(const RmsNormParams& params, const TensorView& x, const Tensor
   a.y_row_stride = yl.row_stride;
   a.y_dtype = y_dtype;
   a.rstd = static_cast<float*>(rstd.data);
+  a.workspace = workspace.data;
+  a.workspace_bytes = workspace.bytes;
   if (x.device.type == DeviceType::kCUDA) {
     cuda::rms_norm_fwd(a, x.device.index, stream.cuda_stream);
   } else {
@@ -183,11 +191,8 @@ void rms_norm_bwd(const RmsNormParams& params, const TensorView& dy, const Tenso
     TIGON_CHECK_ARG(dw.data != nullptr, kBwd, "dw", "a non-null data pointer", "nullptr");
   }
 
-  const std::size_t needed = rms_norm_bwd_workspace_size(params, x, weight);
-  TIGON_CHECK_ARG(workspace.bytes >= needed && (needed == 0 || workspace.data != nullptr), kBwd,
-                  "workspace",
-                  "at least " + std::to_string(needed) + " bytes (rms_norm_bwd_workspace_size)",
-                  std::to_string(workspace.bytes) + " bytes");
+  detail::check_workspace(kBwd, workspace, rms_norm_bwd_workspace_size(params, x, weight),
+                          "rms_norm_bwd_workspace_size");
 
   detail::RmsNormBwdArgs a;
   a.params = params;

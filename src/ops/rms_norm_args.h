@@ -22,6 +22,8 @@ struct RmsNormFwdArgs {
   std::int64_t y_row_stride = 0;
   DType y_dtype = DType::kFloat32;
   float* rstd = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
 };
 
 struct RmsNormBwdArgs {
@@ -53,6 +55,8 @@ void rms_norm_bwd(const detail::RmsNormBwdArgs& args);
 }  // namespace tigon::cpu
 
 namespace tigon::cuda {
+std::size_t rms_norm_fwd_workspace_size(std::int64_t rows, std::int64_t hidden, DType x_dtype,
+                                        int device);
 std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, DType x_dtype,
                                         bool has_weight, int device);
 void rms_norm_fwd(const detail::RmsNormFwdArgs& args, int device, void* stream);

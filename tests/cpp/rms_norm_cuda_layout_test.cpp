@@ -32,8 +32,7 @@ void expect_groups_valid(std::int64_t rows, std::int64_t hidden, int x_size) {
   // Groups are only merged as far as the bounds (and whole waves) ask: one row fewer per group
   // would break one.
   std::int64_t fitted_cap = cap;
-  const std::int64_t wave =
-      dw_wave_units(bwd_split(ceil_div(hidden * x_size, 16), true), kDwWaveSms);
+  const std::int64_t wave = dw_wave_units(bwd_split(ceil_div(hidden * x_size, 16)), kDwWaveSms);
   if (wave > 0 && cap >= wave) fitted_cap = cap / wave * wave;
   if (g.rows_per_group > std::max(kMinRowsPerDwGroup, ceil_div(kMinElementsPerDwGroup, hidden))) {
     EXPECT_GT(ceil_div(rows, g.rows_per_group - 1), fitted_cap);
@@ -73,7 +72,7 @@ TEST(RmsNormCudaLayout, DwGroupsFillWholeWaves) {
 
 TEST(RmsNormCudaLayout, DwWaveUnitsFollowTheSplit) {
   const auto units = [](std::int64_t hidden, int x_size) {
-    return dw_wave_units(bwd_split(hidden * x_size / 16, true), 132);
+    return dw_wave_units(bwd_split(hidden * x_size / 16), 132);
   };
   // bf16: 128-thread blocks, 4 an SM (H 4096); 160 threads, 3 (4608); 192, 2 (6144); one CTA of
   // 384 (12288) or 512 threads (16384) an SM; 2-CTA clusters of 384 threads (24576).
@@ -89,7 +88,7 @@ TEST(RmsNormCudaLayout, DwWaveUnitsFollowTheSplit) {
   EXPECT_EQ(units(49152, 2), 30);
   EXPECT_EQ(units(32768, 4), 30);
   EXPECT_EQ(units(131072, 2), 15);
-  EXPECT_EQ(dw_wave_units(bwd_split(4096 / 8, true), 0), 0);
+  EXPECT_EQ(dw_wave_units(bwd_split(4096 / 8), 0), 0);
 }
 
 void expect_split_valid(const RowSplit& s, std::int64_t packs, int packs_per_thread) {
@@ -189,8 +188,32 @@ TEST(RmsNormCudaLayout, TwoPassForwardForRowsWhoseResidentCopiesFitL2) {
   // float32 rows of 32768 elements are 128 KB: two passes; of 65536, clusters.
   EXPECT_TRUE(fwd_config(32768, 4, 4, d).split.two_pass);
   EXPECT_FALSE(fwd_config(65536, 4, 4, d).split.two_pass);
-  // Without clusters, rows past what one CTA holds in registers stream anyway.
-  EXPECT_TRUE(fwd_config(131072, 8, 2, {false, false}).split.two_pass);
+}
+
+// The split is a function of the shape alone: a device without clusters runs the same slices,
+// through the slice sums (SlicePass), and only where there are several.
+TEST(RmsNormCudaLayout, TheDeviceNeverChangesTheSplit) {
+  for (std::int64_t hidden : kHidden) {
+    for (int p : {1, 4, 8}) {
+      if (hidden % p != 0) continue;
+      const int x_size = p == 8 ? 2 : 4;
+      const FwdConfig with = fwd_config(hidden, p, x_size, {true, false});
+      const FwdConfig without = fwd_config(hidden, p, x_size, {false, false});
+      EXPECT_EQ(with.kernel, without.kernel) << hidden;
+      EXPECT_EQ(with.split.slices, without.split.slices) << hidden;
+      EXPECT_EQ(with.split.threads_per_row, without.split.threads_per_row) << hidden;
+      EXPECT_FALSE(with.slice_sums);
+      EXPECT_EQ(without.slice_sums, without.split.slices > 1) << hidden;
+      const BwdConfig bwith = bwd_config(4096, hidden, p, x_size, {true, false});
+      const BwdConfig bwithout = bwd_config(4096, hidden, p, x_size, {false, false});
+      EXPECT_EQ(bwith.split.slices, bwithout.split.slices) << hidden;
+      EXPECT_EQ(bwith.split.two_pass, bwithout.split.two_pass) << hidden;
+      EXPECT_FALSE(bwith.slice_sums);
+      EXPECT_EQ(bwithout.slice_sums, bwithout.split.slices > 1) << hidden;
+    }
+  }
+  EXPECT_TRUE(fwd_config(131072, 8, 2, {false, false}).slice_sums);
+  EXPECT_TRUE(bwd_config(4096, 65536, 8, 2, {false, false}).slice_sums);
 }
 
 TEST(RmsNormCudaLayout, ClusterSlices) {
@@ -210,8 +233,6 @@ TEST(RmsNormCudaLayout, ClusterSlices) {
     EXPECT_EQ(c.prefetch, row.slices > 1) << row.hidden;
   }
   EXPECT_EQ(bwd_config(4096, 65536, 8, 2, d).split.threads_per_row, 256);
-  // Without clusters a row longer than one CTA holds streams.
-  EXPECT_TRUE(bwd_config(4096, 65536, 8, 2, {false, false}).split.two_pass);
 }
 
 TEST(RmsNormCudaLayout, FinishConfigByRowLength) {

@@ -305,6 +305,8 @@ class GpuCase {
     const std::size_t ws = tigon::rms_norm_bwd_workspace_size(p_, x_view(), w_view());
     workspace_bytes_ = ws;
     workspace_ = DeviceBuffer(ws + sizeof(float) * c.workspace_offset);
+    fwd_workspace_bytes_ = tigon::rms_norm_fwd_workspace_size(p_, x_view(), w_view());
+    fwd_workspace_ = DeviceBuffer(fwd_workspace_bytes_);
   }
 
   TensorView x_view() const { return h_.x.view(x_.data(), Device::cuda(0)); }
@@ -317,8 +319,8 @@ class GpuCase {
     y_.fill(0xA5);
     rstd_out_.fill(0xFF);
     tigon::rms_norm_fwd(p_, x_view(), w_view(), h_.y.view(y_.data(), Device::cuda(0)),
-                        float_vector_view(rstd_out_.floats(), c_.rows, Device::cuda(0)), {},
-                        stream);
+                        float_vector_view(rstd_out_.floats(), c_.rows, Device::cuda(0)),
+                        Workspace{fwd_workspace_.data(), fwd_workspace_bytes_}, stream);
     cuda_ok(cudaDeviceSynchronize(), "forward");
     out.y = from_device(y_, h_.y);
     out.rstd = floats_from_device(rstd_out_, c_.rows);
@@ -353,8 +355,8 @@ class GpuCase {
   const Case& c_;
   const HostRun& h_;
   RmsNormParams p_;
-  DeviceBuffer x_, w_, rstd_in_, rstd_out_, y_, dy_, dx_, dw_, workspace_;
-  std::size_t workspace_bytes_ = 0;
+  DeviceBuffer x_, w_, rstd_in_, rstd_out_, y_, dy_, dx_, dw_, workspace_, fwd_workspace_;
+  std::size_t workspace_bytes_ = 0, fwd_workspace_bytes_ = 0;
 };
 
 void expect_bitwise_equal(const Matrix& a, const Matrix& b, const char* what) {
@@ -998,6 +1000,120 @@ TEST(RmsNormCudaConfigs, EveryForwardConfigGivesTheSameBits) {
           return f.kernel == FwdKernel::kLightRows && f.fold_half;
         }));
       }
+    }
+  }
+}
+
+// Rows split into slices give the same bits through a cluster and, as on a GPU without clusters
+// (an A100), through the slice sums in global memory (SlicePass): forward and backward, forced
+// here on this GPU.
+TEST(RmsNormCudaConfigs, SliceSumsGiveTheClusterBits) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  if (!tigon::cuda::device_properties(0).clusters) GTEST_SKIP() << "needs sm_90 clusters";
+  using namespace tigon::cuda::rms_norm;  // NOLINT(google-build-using-namespace)
+  const DeviceTraits with{true, false}, without{false, false};
+  const struct {
+    DType x;
+    std::int64_t hidden;
+    bool affine;
+  } shapes[] = {{DType::kBFloat16, 24576, true},  {DType::kBFloat16, 65536, true},
+                {DType::kBFloat16, 131072, true}, {DType::kBFloat16, 131072, false},
+                {DType::kFloat32, 12288, true},   {DType::kFloat32, 20480, true},
+                {DType::kFloat32, 65536, false}};
+  for (const auto& shape : shapes) {
+    for (CastingMode mode : {CastingMode::kLlama, CastingMode::kGemma}) {
+      Case c;
+      c.mode = mode;
+      c.x = shape.x;
+      c.w = DType::kFloat32;
+      c.affine = shape.affine;
+      c.hidden = shape.hidden;
+      c.rows = 19;
+      SCOPED_TRACE(c.name());
+      const RmsNormParams p = params_for(c);
+      HostRun h = make_inputs(c, tigon::rms_norm_output_dtype(p, c.x, c.w, c.affine));
+      run_cpu(c, h);  // the backward's rstd input
+      const int x_size = static_cast<int>(tigon::element_size(c.x));
+      const int pack = 16 / x_size;
+      DeviceBuffer x = to_device(h.x), dy = to_device(h.dy);
+      DeviceBuffer w = c.affine ? to_device(h.w) : DeviceBuffer(4);
+      DeviceBuffer y(h.y.bytes.size()), rstd(sizeof(float) * c.rows), dx(h.dx.bytes.size());
+      DeviceBuffer dw(c.affine ? h.dw.bytes.size() : 4);
+      DeviceBuffer rstd_in(sizeof(float) * c.rows);
+      rstd_in.upload(h.rstd.data(), sizeof(float) * c.rows);
+
+      tigon::detail::RmsNormFwdArgs a;
+      a.params = p;
+      a.rows = c.rows;
+      a.hidden = c.hidden;
+      a.x = x.data();
+      a.x_row_stride = c.hidden;
+      a.x_dtype = c.x;
+      a.weight = c.affine ? w.data() : nullptr;
+      a.weight_dtype = c.affine ? c.w : c.x;
+      a.y = y.data();
+      a.y_row_stride = c.hidden;
+      a.y_dtype = h.y.dtype;
+      a.rstd = rstd.floats();
+      const FwdConfig clustered = fwd_config(c.hidden, pack, x_size, with);
+      const FwdConfig sliced = fwd_config(c.hidden, pack, x_size, without);
+      DeviceBuffer fwd_ws(sizeof(float) *
+                          std::max<std::int64_t>(1, slice_sum_floats(c.rows, sliced.split, true)));
+      a.workspace = fwd_ws.data();
+      std::vector<Matrix> ys;
+      std::vector<std::vector<float>> rstds;
+      for (const FwdConfig& f : {clustered, sliced}) {
+        y.fill(0xA5);
+        rstd.fill(0xFF);
+        fwd_with_config(a, &f, 0, nullptr);
+        cuda_ok(cudaDeviceSynchronize(), "forward");
+        ys.push_back(from_device(y, h.y));
+        rstds.push_back(floats_from_device(rstd, c.rows));
+      }
+      if (sliced.split.slices > 1) {
+        EXPECT_TRUE(sliced.slice_sums);
+        expect_bitwise_equal(ys[1], ys[0], "y through the slice sums");
+        EXPECT_EQ(rstds[1], rstds[0]) << "rstd through the slice sums";
+      }
+
+      tigon::detail::RmsNormBwdArgs b;
+      b.params = p;
+      b.rows = c.rows;
+      b.hidden = c.hidden;
+      b.dy = dy.data();
+      b.dy_row_stride = c.hidden;
+      b.dy_dtype = h.dy.dtype;
+      b.x = x.data();
+      b.x_row_stride = c.hidden;
+      b.x_dtype = c.x;
+      b.weight = c.affine ? w.data() : nullptr;
+      b.weight_dtype = c.affine ? c.w : c.x;
+      b.rstd = rstd_in.floats();
+      b.dx = dx.data();
+      b.dx_row_stride = c.hidden;
+      b.dw = c.affine ? dw.data() : nullptr;
+      const BwdConfig bwd = bwd_config(c.rows, c.hidden, pack, x_size, without);
+      const std::int64_t ws_floats = dw_partial_floats(c.rows, c.hidden, x_size, c.affine) +
+                                     slice_sum_floats(c.rows, bwd.split, bwd.slice_sums);
+      DeviceBuffer bwd_ws(sizeof(float) * std::max<std::int64_t>(1, ws_floats));
+      b.workspace = bwd_ws.data();
+      b.workspace_bytes = sizeof(float) * ws_floats;
+      std::vector<Matrix> dxs, dws;
+      for (const DeviceTraits traits : {with, without}) {
+        dx.fill(0xA5);
+        dw.fill(0xA5);
+        bwd_ws.fill(0xFF);
+        bwd_with_traits(b, traits, 0, nullptr);
+        cuda_ok(cudaDeviceSynchronize(), "backward");
+        dxs.push_back(from_device(dx, h.dx));
+        if (c.affine) dws.push_back(from_device(dw, h.dw));
+      }
+      if (bwd.split.slices > 1) {
+        EXPECT_TRUE(bwd.slice_sums);
+        expect_bitwise_equal(dxs[1], dxs[0], "dx through the slice sums");
+        if (c.affine) expect_bitwise_equal(dws[1], dws[0], "dw through the slice sums");
+      }
+      EXPECT_TRUE(sliced.split.slices > 1 || bwd.split.slices > 1) << "no slices: a useless case";
     }
   }
 }

@@ -72,7 +72,7 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
                                          float r,
                                          const Pack<typename MathTraits<Math>::Y, P> (&dy)[K],
                                          const Pack<typename MathTraits<Math>::X, P> (&x)[K],
-                                         int packs, float (&acc)[K][P], RowSum& row_sum) {
+                                         int packs, float (&acc)[K][P], RowSum<true>& row_sum) {
   using T = MathTraits<Math>;
   using X = typename T::X;
   using W = typename T::W;
@@ -88,8 +88,8 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
   for (int k = 0; k < K; ++k) {
     if (k < packs) sum = grad_dot_pack<Math, P>(dy[k], x[k], w[k], p.offset, r, sum);
   }
-  sum = row_sum(sum, t.group);
-  if (packs == 0) return;
+  sum = row_sum(sum, t.group, packs > 0 ? row : -1);
+  if (packs == 0 || p.slice_sums.pass == SlicePass::kPublish) return;
 
   const float mean_m_xhat = sum / static_cast<float>(p.hidden);
   X* dx_row = static_cast<X*>(p.dx) + row * p.dx_row_stride + t.first_pack * P;
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
   const int stride = t.group * P;
 
   __shared__ RowSumShared row_sum_shared;
-  RowSum row_sum(row_sum_shared, p.split);
+  RowSum<true> row_sum(row_sum_shared, p.split, p.slice_sums, t);
   extern __shared__ float slot_partials[];
   for (std::int64_t g = t.unit; g < p.groups.groups; g += t.units) {
     const std::int64_t group_begin = g * p.groups.rows_per_group;
@@ -208,9 +208,11 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
       const float r = row < group_end ? p.rstd[row] : 0.0f;
       grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, row_sum);
     }
-    store_dw_partial<Math, P, K>(p, t, g, acc, slot_partials);
+    if (p.slice_sums.pass != SlicePass::kPublish) {
+      store_dw_partial<Math, P, K>(p, t, g, acc, slot_partials);
+    }
   }
-  if (p.split.slices > 1) cluster_barrier();
+  if (p.split.slices > 1 && p.slice_sums.pass == SlicePass::kCluster) cluster_barrier();
 }
 
 // Rows too long for registers: per dW group, chunks of kChunkRows rows. Phase A reduces each row of

@@ -52,11 +52,12 @@ __device__ __forceinline__ float fold_upper_half(float v, int lane, int group, f
 // the light kernel with p.fold_half computes for the same row (FwdConfig::fold_half). kWeightEarly:
 // the weight packs are loaded before the reduction, so their latency hides behind it instead of
 // following it (K more packs of registers: kFwdWeightEarlyPacks).
-template <typename Math, int P, int K, bool kWeightEarly = false>
+template <typename Math, int P, int K, bool kWeightEarly, bool kSliced>
 __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadShare& t,
                                               std::int64_t row,
                                               const Pack<typename MathTraits<Math>::X, P> (&x)[K],
-                                              int packs, RowSum& row_sum, float* fold_buffer) {
+                                              int packs, RowSum<kSliced>& row_sum,
+                                              float* fold_buffer) {
   using T = MathTraits<Math>;
   using W = typename T::W;
   using Y = typename T::Y;
@@ -76,8 +77,11 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
   if constexpr (K == kLightPacksPerThread) {
     if (p.fold_half) sum = fold_upper_half(sum, t.lane, t.group, fold_buffer);
   }
-  sum = row_sum(sum, t.group);
+  sum = row_sum(sum, t.group, row < p.rows ? row : -1);
   if (row >= p.rows) return;
+  if constexpr (kSliced) {
+    if (p.slice_sums.pass == SlicePass::kPublish) return;
+  }
 
   const float r = Math::rstd(sum, p.hidden, p.eps);
   if (t.lane == 0 && t.slice == 0) p.rstd[row] = r;
@@ -103,7 +107,9 @@ __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const F
 
   __shared__ RowSumShared row_sum_shared;
   __shared__ float fold_buffer[K == kLightPacksPerThread ? kMaxRowThreads / 2 : 1];
-  RowSum row_sum(row_sum_shared, p.split);
+  // Only the 8-pack kernel takes rows split into slices (fwd_config).
+  constexpr bool kSliced = K == kFwdPacksPerThread;
+  RowSum<kSliced> row_sum(row_sum_shared, p.split, p.slice_sums, t);
   for (std::int64_t row0 = t.unit * t.rows_in_block; row0 < p.rows;
        row0 += t.units * t.rows_in_block) {
     const std::int64_t row = row0 + t.slot;
@@ -116,7 +122,9 @@ __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const F
     }
     normalize_row<Math, P, K, kWeightEarly>(p, t, row, x, packs, row_sum, fold_buffer);
   }
-  if (p.split.slices > 1) cluster_barrier();
+  if constexpr (kSliced) {
+    if (p.split.slices > 1 && p.slice_sums.pass == SlicePass::kCluster) cluster_barrier();
+  }
 }
 
 // Rows too long for registers (and no cluster big enough), and 16-bit rows of 48-128 KB

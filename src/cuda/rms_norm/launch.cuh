@@ -57,11 +57,28 @@ bool bwd_vectorizable(const detail::RmsNormBwdArgs& a) {
                           aligned(a.workspace, kPackAlignment<float, P>)));
 }
 
+// A row kernel over a split into slices: as a cluster of them, or without clusters (`sums`: the
+// slice sums' workspace) as the same CTAs launched twice, kPublish then kGather (SlicePass).
+template <typename Params>
+void launch_slices(void (*kernel)(Params), std::int64_t grid, std::size_t smem, Params p,
+                   float* sums, cudaStream_t stream) {
+  if (sums == nullptr || p.split.slices == 1) {
+    launch_kernel(kernel, grid, dim3(p.split.block_threads), smem, p.split.slices, stream, p);
+    return;
+  }
+  p.slice_sums.sums = sums;
+  for (const SlicePass pass : {SlicePass::kPublish, SlicePass::kGather}) {
+    p.slice_sums.pass = pass;
+    launch_kernel(kernel, grid, dim3(p.split.block_threads), smem, 1, stream, p);
+  }
+}
+
 // One CTA (or cluster) per block of rows; kernels loop if the grid had to be capped.
-inline void launch_fwd_rows(void (*kernel)(FwdParams), const FwdParams& p, cudaStream_t stream) {
+inline void launch_fwd_rows(void (*kernel)(FwdParams), const FwdParams& p, float* sums,
+                            cudaStream_t stream) {
   const std::int64_t units = ceil_div(p.rows, rows_per_block(p.split));
   const std::int64_t grid = std::min(units, kMaxGridBlocks / p.split.slices) * p.split.slices;
-  launch_kernel(kernel, grid, dim3(p.split.block_threads), 0, p.split.slices, stream, p);
+  launch_slices(kernel, grid, 0, p, sums, stream);
 }
 
 template <typename Math, int P>
@@ -79,6 +96,7 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, const FwdConfig& c, cudaStream_
   p.offset = a.params.offset;
   p.split = c.split;
   p.fold_half = c.fold_half;
+  float* sums = c.slice_sums ? static_cast<float*>(a.workspace) : nullptr;
   switch (c.kernel) {
     case FwdKernel::kTwoPass:
       launch_kernel(c.two_pass_unroll == 2 ? rms_norm_fwd_two_pass_kernel<Math, P, 2>
@@ -88,11 +106,11 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, const FwdConfig& c, cudaStream_
     case FwdKernel::kLightRows:
       // fwd_config returns it for 16-bit x on the 16-byte path only.
       if constexpr (P > 1 && sizeof(typename MathTraits<Math>::X) == 2) {
-        launch_fwd_rows(rms_norm_fwd_kernel<Math, P, kLightPacksPerThread>, p, stream);
+        launch_fwd_rows(rms_norm_fwd_kernel<Math, P, kLightPacksPerThread>, p, sums, stream);
         return;
       }
       break;
-    case FwdKernel::kRows: launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, stream); return;
+    case FwdKernel::kRows: launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, sums, stream); return;
   }
   throw Error(ErrorCode::kInvalidArgument, "tigon::rms_norm (CUDA): no kernel for this config");
 }
@@ -124,9 +142,13 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, const BwdConfig& c, cudaStream_
     return;
   }
   // Several rows a block: their dW accumulators meet in one shared row slice (bwd_kernels.cuh).
-  launch_kernel(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
-                dim3(p.split.block_threads), sizeof(float) * dw_slot_floats<Math, P>(p.split),
-                p.split.slices, stream, p);
+  // The slice sums follow the dW partials in the workspace.
+  float* sums = c.slice_sums
+                    ? static_cast<float*>(a.workspace) +
+                          dw_partial_floats(a.rows, a.hidden, sizeof(typename T::X), T::kAffine)
+                    : nullptr;
+  launch_slices(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
+                sizeof(float) * dw_slot_floats<Math, P>(p.split), p, sums, stream);
 }
 
 // Calls f.template operator()<Math>() for the arguments' dtypes in casting mode kMode. Without a

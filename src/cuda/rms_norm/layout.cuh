@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "cuda/common/slice_pass.h"
 #include "math/rms_norm.h"
 
 namespace tigon::cuda::rms_norm {
@@ -153,9 +154,9 @@ inline constexpr int kBwdWarpsPerSm = 16;
 
 // The register backward's row split for rows of `packs` packs (two_pass: rows too long for
 // registers and the largest cluster).
-inline RowSplit bwd_split(std::int64_t packs, bool clusters) {
-  return split_row(packs, {kBwdPacksPerThread, kBlockThreads, clusters ? kClusterSliceThreads : 0,
-                           false, kClusteredSliceThreads, kBwdClusteredAbove});
+inline RowSplit bwd_split(std::int64_t packs) {
+  return split_row(packs, {kBwdPacksPerThread, kBlockThreads, kClusterSliceThreads, false,
+                           kClusteredSliceThreads, kBwdClusteredAbove});
 }
 
 // dW groups the register backward runs at once on a GPU of `sms` SMs with rows split as `split`:
@@ -180,15 +181,21 @@ inline DwGroups dw_groups(std::int64_t rows, std::int64_t hidden, int x_size) {
   const std::int64_t by_bytes =
       std::max(kMinDwGroups, kMaxDwPartialBytes / (hidden * std::int64_t{sizeof(float)}));
   std::int64_t cap = std::min(kMaxDwGroups, by_bytes);
-  const std::int64_t wave =
-      dw_wave_units(bwd_split(ceil_div(hidden * x_size, 16), true), kDwWaveSms);
+  const std::int64_t wave = dw_wave_units(bwd_split(ceil_div(hidden * x_size, 16)), kDwWaveSms);
   if (wave > 0 && cap >= wave) cap = cap / wave * wave;
   const std::int64_t per_group =
       std::max({ceil_div(rows, cap), kMinRowsPerDwGroup, ceil_div(kMinElementsPerDwGroup, hidden)});
   return {per_group, ceil_div(rows, per_group)};
 }
 
+// Floats of dW partials a backward needs (none without a weight).
+inline std::int64_t dw_partial_floats(std::int64_t rows, std::int64_t hidden, int x_size,
+                                      bool has_weight) {
+  return has_weight ? dw_groups(rows, hidden, x_size).groups * hidden : 0;
+}
+
 // What a launch config depends on besides the shape: the device's facts (device_properties.h).
+// The row split never does: a GPU without clusters runs the same slices (SlicePass).
 struct DeviceTraits {
   bool clusters = false;     // sm_90 clusters may be launched
   bool fast_memory = false;  // peak DRAM bandwidth of at least kFastMemoryGbps
@@ -198,6 +205,19 @@ struct DeviceTraits {
 // one (kLightPacksPerThread packs), or the two-pass streaming kernel.
 enum class FwdKernel { kRows, kLightRows, kTwoPass };
 
+// Rows split over slices on a GPU without clusters (slice_pass.h): each CTA's sum over its slice
+// goes through [rows, slices] floats of workspace. One more read of the row than with a cluster,
+// as many as the two-pass kernels these rows took there before.
+struct SliceSums {
+  float* sums = nullptr;  // [rows, slices]; null with kCluster
+  SlicePass pass = SlicePass::kCluster;
+};
+
+// Floats of slice sums a launch with `slice_sums` needs.
+inline std::int64_t slice_sum_floats(std::int64_t rows, const RowSplit& split, bool slice_sums) {
+  return slice_sums ? rows * split.slices : 0;
+}
+
 struct FwdConfig {
   FwdKernel kernel = FwdKernel::kRows;
   RowSplit split;
@@ -205,14 +225,15 @@ struct FwdConfig {
   // row's reduction, which is then the 8-pack kernel's (light_pairs_with_rows).
   bool fold_half = false;
   int two_pass_unroll = 4;  // packs in flight a thread of the two-pass kernel: 2 or 4
+  bool slice_sums = false;  // the split's slices run without a cluster (SlicePass)
 };
 
 // The 8-pack kernel's split of rows of `packs` packs of `pack` elements, `x_size` bytes each.
-inline RowSplit rows_split(std::int64_t packs, std::int64_t hidden, int x_size, bool clusters,
+inline RowSplit rows_split(std::int64_t packs, std::int64_t hidden, int x_size,
                            int packs_per_thread = kFwdPacksPerThread) {
   const bool two_pass = hidden >= kTwoPassMinHidden && hidden * x_size <= kTwoPassMaxRowBytes;
-  return split_row(packs, {packs_per_thread, kBlockThreads, clusters ? kClusterSliceThreads : 0,
-                           two_pass, kClusteredSliceThreads, 1});
+  return split_row(packs, {packs_per_thread, kBlockThreads, kClusterSliceThreads, two_pass,
+                           kClusteredSliceThreads, 1});
 }
 
 // Whether the light split `light` of a row and the 8-pack split `rows` give the same sums in the
@@ -231,7 +252,8 @@ inline bool light_pairs_with_rows(const RowSplit& light, const RowSplit& rows) {
 // that `d` can change gives the same bits (tests/cuda force each one).
 inline FwdConfig fwd_config(std::int64_t hidden, int pack, int x_size, DeviceTraits d) {
   FwdConfig c;
-  c.split = rows_split(hidden / pack, hidden, x_size, d.clusters);
+  c.split = rows_split(hidden / pack, hidden, x_size);
+  c.slice_sums = !d.clusters && c.split.slices > 1;
   if (c.split.two_pass) {
     c.kernel = FwdKernel::kTwoPass;
     c.two_pass_unroll = hidden * x_size <= kTwoPassUnroll2MaxRowBytes ? 2 : 4;
@@ -240,8 +262,7 @@ inline FwdConfig fwd_config(std::int64_t hidden, int pack, int x_size, DeviceTra
   // Light kernel: 16-bit x on the 16-byte path only (as the float32 default its other summation
   // order moved the olmo2 float32 convergence test past its tolerance, 2026-12-05).
   if (pack == 1 || x_size != 2) return c;
-  const RowSplit light =
-      rows_split(hidden / pack, hidden, x_size, d.clusters, kLightPacksPerThread);
+  const RowSplit light = rows_split(hidden / pack, hidden, x_size, kLightPacksPerThread);
   if (light.two_pass || light.slices != 1 || light.threads_per_row > kLightMaxRowThreads) return c;
   const bool pairs = light_pairs_with_rows(light, c.split);
   if (d.fast_memory && pairs && light.threads_per_row > kLightMaxRowThreadsFast) return c;
@@ -254,13 +275,15 @@ inline FwdConfig fwd_config(std::int64_t hidden, int pack, int x_size, DeviceTra
 struct BwdConfig {
   RowSplit split;
   DwGroups groups;
-  bool prefetch = false;  // L2 prefetch of the next row block (rows over clusters)
+  bool prefetch = false;    // L2 prefetch of the next row block (rows over clusters)
+  bool slice_sums = false;  // the split's slices run without a cluster (SlicePass)
 };
 
 inline BwdConfig bwd_config(std::int64_t rows, std::int64_t hidden, int pack, int x_size,
                             DeviceTraits d) {
   BwdConfig c;
-  c.split = bwd_split(hidden / pack, d.clusters);
+  c.split = bwd_split(hidden / pack);
+  c.slice_sums = !d.clusters && c.split.slices > 1;
   c.groups = dw_groups(rows, hidden, x_size);
   c.prefetch = c.split.slices > 1;
   return c;
@@ -295,6 +318,7 @@ struct FwdParams {
   float offset = 0.0f;
   RowSplit split;
   bool fold_half = false;  // light kernel: FwdConfig::fold_half
+  SliceSums slice_sums;
 };
 
 struct BwdParams {
@@ -313,6 +337,7 @@ struct BwdParams {
   DwGroups groups;
   RowSplit split;
   bool prefetch = false;  // BwdConfig::prefetch
+  SliceSums slice_sums;
 };
 
 // The storage types and options a math::RmsNorm instantiation was built for.

@@ -16,6 +16,11 @@ namespace tigon::cuda::rms_norm {
 void fwd_with_config(const detail::RmsNormFwdArgs& a, const FwdConfig* forced, int device,
                      void* stream);
 
+// The backward with the configs bwd_config returns for a device of traits `d` (tests: the
+// traits of every device must give the same bits; a device without clusters runs SlicePass).
+// The workspace must hold what rms_norm_bwd_workspace_size says for a device without clusters.
+void bwd_with_traits(const detail::RmsNormBwdArgs& a, DeviceTraits d, int device, void* stream);
+
 // `forced`: null for the config fwd_config returns, else that config (tests).
 template <CastingMode kMode>
 void fwd_for_mode(const detail::RmsNormFwdArgs& a, DeviceTraits d, const FwdConfig* forced,

@@ -3,6 +3,7 @@
 // synchronizes, so the calls can be captured in a CUDA graph.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -54,12 +55,36 @@ void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream)
 
 }  // namespace
 
-std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, DType x_dtype,
-                                        bool has_weight, int /*device*/) {
-  if (!has_weight) return 0;
+// The slice sums (SlicePass) a launch on `d` may need: the larger of the 16-byte and the scalar
+// path's (which one runs depends on the pointers, which the size queries do not see).
+template <typename Config>
+std::int64_t slice_sum_floats_of(std::int64_t rows, std::int64_t hidden, int x_size,
+                                 Config config_for_pack) {
+  std::int64_t floats = 0;
+  for (const int pack : {16 / x_size, 1}) {
+    const auto c = config_for_pack(pack);
+    floats = std::max(floats, slice_sum_floats(rows, c.split, c.slice_sums));
+  }
+  return floats;
+}
+
+std::size_t rms_norm_fwd_workspace_size(std::int64_t rows, std::int64_t hidden, DType x_dtype,
+                                        int device) {
   const int x_size = static_cast<int>(element_size(x_dtype));
-  return static_cast<std::size_t>(dw_groups(rows, hidden, x_size).groups) *
-         static_cast<std::size_t>(hidden) * sizeof(float);
+  const DeviceTraits d = device_traits(device);
+  return sizeof(float) *
+         static_cast<std::size_t>(slice_sum_floats_of(
+             rows, hidden, x_size, [&](int pack) { return fwd_config(hidden, pack, x_size, d); }));
+}
+
+std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, DType x_dtype,
+                                        bool has_weight, int device) {
+  const int x_size = static_cast<int>(element_size(x_dtype));
+  const DeviceTraits d = device_traits(device);
+  const std::int64_t sums = slice_sum_floats_of(
+      rows, hidden, x_size, [&](int pack) { return bwd_config(rows, hidden, pack, x_size, d); });
+  return sizeof(float) *
+         static_cast<std::size_t>(dw_partial_floats(rows, hidden, x_size, has_weight) + sums);
 }
 
 void rms_norm_fwd(const detail::RmsNormFwdArgs& a, int device, void* stream) {
@@ -82,6 +107,12 @@ void fwd_with_config(const detail::RmsNormFwdArgs& a, const FwdConfig* forced, i
 }  // namespace rms_norm
 
 void rms_norm_bwd(const detail::RmsNormBwdArgs& a, int device, void* stream) {
+  rms_norm::bwd_with_traits(a, device_traits(device), device, stream);
+}
+
+namespace rms_norm {
+
+void bwd_with_traits(const detail::RmsNormBwdArgs& a, DeviceTraits d, int device, void* stream) {
   const DeviceGuard guard(device);
   const auto s = static_cast<cudaStream_t>(stream);
   if (a.rows == 0) {  // no rows: dW is a sum of nothing
@@ -90,10 +121,11 @@ void rms_norm_bwd(const detail::RmsNormBwdArgs& a, int device, void* stream) {
     }
     return;
   }
-  const DeviceTraits d = device_traits(device);
   detail::dispatch_casting_mode(a.params.casting_mode,
                                 [&](auto mode) { bwd_for_mode<decltype(mode)::value>(a, d, s); });
   if (a.dw != nullptr) finish_dw(a, device, s);
 }
+
+}  // namespace rms_norm
 
 }  // namespace tigon::cuda
