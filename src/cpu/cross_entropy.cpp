@@ -43,6 +43,12 @@ float row_target_weight(const CrossEntropyArgs& a, std::int64_t row) {
   return target_in_range(a, y) ? class_weight(a, y) : std::numeric_limits<float>::quiet_NaN();
 }
 
+// The upstream gradient of `row` (1 when there is none: the forward's gradient).
+float upstream(const CrossEntropyArgs& a, std::int64_t row) {
+  if (a.grad_loss == nullptr) return 1.0f;
+  return a.grad_loss[a.params.reduction == Reduction::kNone ? row : 0];
+}
+
 float weight_total(const CrossEntropyArgs& a) {
   if (a.weight == nullptr) return static_cast<float>(a.vocab);
   return lane_sum(a.vocab, [&](std::int64_t j) { return class_weight(a, j); });
@@ -103,7 +109,7 @@ void rows(const CrossEntropyArgs& a, const CeScales& s, float* row_ce, float* ro
     const std::int64_t y = a.target[row];
     const math::OnlineLse st = row_lse(a, x, y);
     float lse = st.lse();
-    float ce = 0.0f, z = 0.0f, one_minus_p_y = -1.0f;
+    float ce = 0.0f, z = 0.0f, one_minus_p_y = -1.0f, grad_factor = 1.0f;
     if (!ignored(a, row)) {
       const float w_y = row_target_weight(a, row);
       const float inv = p.softcap > 0.0f ? 1.0f / p.softcap : 0.0f;
@@ -114,11 +120,18 @@ void rows(const CrossEntropyArgs& a, const CeScales& s, float* row_ce, float* ro
       one_minus_p_y = t.one_minus_p_y;
       ce = math::ce_row_loss(lse, t.nll, w_y, st.weighted_sum, wt, p.label_smoothing, a.vocab);
       z = p.lse_square_scale * lse * lse;
+      const float given = a.token_scale ? a.token_scale[row] : 1.0f;
+      const float scale = math::ce_token_scale(given, a.token_scale_by_target_prob, c_y, lse);
+      ce *= scale;
+      z *= scale;
+      grad_factor = scale * upstream(a, row);
     }
     if (a.lse) a.lse[row] = lse;
     row_ce[row] = ce;
     row_z[row] = z;
-    if (a.grad) row_grad(a, row, x, lse, wt, s.a, s.b, one_minus_p_y);
+    if (a.grad) {
+      row_grad(a, row, x, lse, wt, s.a * grad_factor, s.b * grad_factor, one_minus_p_y);
+    }
   });
 }
 
@@ -144,10 +157,9 @@ template <typename T>
 void backward(const CrossEntropyArgs& a) {
   const CeScales s = cross_entropy_scales(a);
   const float wt = s.weight_total;
-  const bool per_row = a.params.reduction == Reduction::kNone;
   parallel_for(a.rows, a.vocab, [&](std::int64_t row) {
     const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
-    const float g = a.grad_loss[per_row ? row : 0];
+    const float g = upstream(a, row);
     row_grad(a, row, x, a.lse[row], wt, s.a * g, s.b * g);
   });
 }

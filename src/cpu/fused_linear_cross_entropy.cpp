@@ -74,17 +74,7 @@ void run(const FlceArgs& a) {
         logits[i * v + j] = from_float<T>(dot);
       }
     });
-    detail::CrossEntropyArgs c = a.ce;
-    c.rows = rows;
-    c.logits = logits;
-    c.logits_row_stride = v;
-    c.target = a.ce.target + r0;
-    c.grad = a.needs_grad() ? logits : nullptr;
-    c.grad_row_stride = v;
-    if (c.params.reduction == Reduction::kNone) {
-      c.loss = a.ce.loss ? a.ce.loss + r0 : nullptr;
-      c.z_loss = a.ce.z_loss ? a.ce.z_loss + r0 : nullptr;
-    }
+    const detail::CrossEntropyArgs c = detail::chunk_args(a, r0, rows, logits);
     cross_entropy_rows(c, scales, ws.row_ce + r0, ws.row_z + r0);
     if (!a.needs_grad()) continue;
     const T* dl = logits;
@@ -140,7 +130,7 @@ void run(const FlceArgs& a) {
         static_cast<G*>(a.grad_bias)[j] = from_float<G>(ws.dbias[j]);
     });
   }
-  cross_entropy_finish(a.ce, scales, ws.row_ce, ws.row_z);
+  if (a.ce.loss) cross_entropy_finish(a.ce, scales, ws.row_ce, ws.row_z);  // not in a backward
 }
 
 }  // namespace

@@ -143,6 +143,20 @@ TIGON_HD float ce_row_loss(float lse, float nll, float w_y, float weighted_sum, 
   return loss;
 }
 
+// p_y = exp(c_y - lse), the target's probability: the token scale of use_token_scaling
+// (fused_linear_cross_entropy.h), computed as softmax_prob computes p_j.
+TIGON_HD float ce_target_prob(float c_y, float lse) {
+  return fast_exp2(c_y * kLog2e - lse * kLog2e);
+}
+
+// A non-ignored row's token scale t: the caller's factor (1 without one), times p_y with
+// use_token_scaling. It multiplies the row's ce and z terms; its gradient's scales a and b are
+// multiplied by t * upstream (the upstream gradient when a backward recomputes the rows, else 1)
+// before the gradient is rounded (one rounding, as without a scale).
+TIGON_HD float ce_token_scale(float given, bool by_target_prob, float c_y, float lse) {
+  return by_target_prob ? given * ce_target_prob(c_y, lse) : given;
+}
+
 // 1 / d, and 0 when d == 0 (all-ignored batches: 0, not NaN).
 TIGON_HD float safe_reciprocal(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
 

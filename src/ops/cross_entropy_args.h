@@ -29,8 +29,15 @@ struct CrossEntropyArgs {
   // The gradient (forward: optional, for upstream 1; backward: required). May equal logits.
   void* grad = nullptr;
   std::int64_t grad_row_stride = 0;
-  // Backward: the upstream gradient, [rows] for kNone, one element otherwise.
+  // Backward: the upstream gradient, [rows] for kNone, one element otherwise. Forward rows with a
+  // gradient (fused linear cross-entropy's backward recomputes them): the gradient is for this
+  // upstream instead of 1 when non-null.
   const float* grad_loss = nullptr;
+  // Forward rows only (fused linear cross-entropy; cross_entropy_fwd / _bwd never set them): each
+  // non-ignored row's terms and gradient are multiplied by its token scale (math::ce_token_scale):
+  // token_scale[row] (null: 1), times p_y when token_scale_by_target_prob.
+  const float* token_scale = nullptr;
+  bool token_scale_by_target_prob = false;
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 };

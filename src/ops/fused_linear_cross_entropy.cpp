@@ -97,6 +97,13 @@ FlceArgs checked(const FusedLinearCrossEntropyParams& params,
     check_dtype("divisor", in.divisor.dtype, DType::kFloat32, DType::kFloat32, "dtype float32");
     a.ce.divisor = static_cast<const float*>(in.divisor.data);
   }
+  if (in.token_scale.defined()) {
+    check_matrix("token_scale", in.token_scale, hl.rows, -1, device);
+    check_dtype("token_scale", in.token_scale.dtype, DType::kFloat32, DType::kFloat32,
+                "dtype float32");
+    a.ce.token_scale = static_cast<const float*>(in.token_scale.data);
+  }
+  a.ce.token_scale_by_target_prob = params.use_token_scaling;
   const CrossEntropyParams& p = params.ce;
   TIGON_CHECK_ARG(p.label_smoothing >= 0.0f && p.label_smoothing <= 1.0f, kOp, "label_smoothing",
                   "a value in [0, 1]", std::to_string(p.label_smoothing));
@@ -143,8 +150,6 @@ FlceArgs checked(const FusedLinearCrossEntropyParams& params,
     a.grad_bias = g.bias.data;
     a.grad_bias_dtype = g.bias.dtype;
   }
-  TIGON_CHECK_ARG(!a.needs_grad() || p.reduction != Reduction::kNone, kOp, "reduction",
-                  "mean or sum when gradients are requested", "none");
   std::int64_t chunk = params.chunk_rows;
   if (chunk == 0) {
     const std::int64_t row_bytes = vocab * static_cast<std::int64_t>(element_size(h.dtype));
@@ -157,6 +162,31 @@ FlceArgs checked(const FusedLinearCrossEntropyParams& params,
 std::size_t workspace_for(const FlceArgs& a, Device d) {
   return d.type == DeviceType::kCUDA ? cuda::fused_linear_cross_entropy_workspace_size(a)
                                      : cpu::fused_linear_cross_entropy_workspace_size(a);
+}
+
+// A float32 contiguous tensor of the loss's size: [N] for reduction none, one element otherwise.
+float* loss_sized(const char* arg, const TensorView& t, const FlceArgs& a, Device device) {
+  const std::int64_t n = a.ce.params.reduction == Reduction::kNone ? a.ce.rows : 1;
+  TIGON_CHECK_ARG(
+      t.dtype == DType::kFloat32 && t.device == device && t.numel() == n && is_contiguous(t), kOp,
+      arg, "a contiguous float32 tensor of " + std::to_string(n) + " elements",
+      detail::shape_string(t));
+  return static_cast<float*>(t.data);
+}
+
+void run(FlceArgs& a, Device device, Workspace workspace, Stream stream, void* cublas_handle) {
+  const std::size_t needed = workspace_for(a, device);
+  TIGON_CHECK_ARG(workspace.bytes >= needed && (needed == 0 || workspace.data), kOp, "workspace",
+                  "at least " + std::to_string(needed) + " bytes",
+                  std::to_string(workspace.bytes) + " bytes");
+  a.workspace = workspace.data;
+  a.workspace_bytes = workspace.bytes;
+  a.cublas_handle = cublas_handle;
+  if (device.type == DeviceType::kCUDA) {
+    cuda::fused_linear_cross_entropy(a, device.index, stream.cuda_stream);
+  } else {
+    cpu::fused_linear_cross_entropy(a);
+  }
 }
 
 }  // namespace
@@ -178,31 +208,28 @@ void fused_linear_cross_entropy(const FusedLinearCrossEntropyParams& params,
                                 Workspace workspace, Stream stream, void* cublas_handle) {
   FlceArgs a = checked(params, inputs, grads);
   const Device device = inputs.hidden.device;
-  const std::int64_t n_loss = params.ce.reduction == Reduction::kNone ? a.ce.rows : 1;
-  auto check_loss = [&](const char* arg, const TensorView& t) {
-    TIGON_CHECK_ARG(
-        t.dtype == DType::kFloat32 && t.device == device && t.numel() == n_loss && is_contiguous(t),
-        kOp, arg, "a contiguous float32 tensor of " + std::to_string(n_loss) + " elements",
-        detail::shape_string(t));
-  };
-  check_loss("loss", loss);
-  a.ce.loss = static_cast<float*>(loss.data);
-  if (z_loss.defined()) {
-    check_loss("z_loss", z_loss);
-    a.ce.z_loss = static_cast<float*>(z_loss.data);
-  }
-  const std::size_t needed = workspace_for(a, device);
-  TIGON_CHECK_ARG(workspace.bytes >= needed && (needed == 0 || workspace.data), kOp, "workspace",
-                  "at least " + std::to_string(needed) + " bytes",
-                  std::to_string(workspace.bytes) + " bytes");
-  a.workspace = workspace.data;
-  a.workspace_bytes = workspace.bytes;
-  a.cublas_handle = cublas_handle;
-  if (device.type == DeviceType::kCUDA) {
-    cuda::fused_linear_cross_entropy(a, device.index, stream.cuda_stream);
-  } else {
-    cpu::fused_linear_cross_entropy(a);
-  }
+  a.ce.loss = loss_sized("loss", loss, a, device);
+  if (z_loss.defined()) a.ce.z_loss = loss_sized("z_loss", z_loss, a, device);
+  run(a, device, workspace, stream, cublas_handle);
+}
+
+std::size_t fused_linear_cross_entropy_bwd_workspace_size(
+    const FusedLinearCrossEntropyParams& params, const FusedLinearCrossEntropyInputs& inputs,
+    const FusedLinearCrossEntropyGrads& grads) {
+  return fused_linear_cross_entropy_workspace_size(params, inputs, grads);
+}
+
+// The forward's chunk loop without loss outputs, for the upstream grad_loss.
+void fused_linear_cross_entropy_bwd(const FusedLinearCrossEntropyParams& params,
+                                    const FusedLinearCrossEntropyInputs& inputs,
+                                    const TensorView& grad_loss,
+                                    const FusedLinearCrossEntropyGrads& grads, Workspace workspace,
+                                    Stream stream, void* cublas_handle) {
+  FlceArgs a = checked(params, inputs, grads);
+  const Device device = inputs.hidden.device;
+  a.ce.grad_loss = loss_sized("grad_loss", grad_loss, a, device);
+  if (!a.needs_grad()) return;
+  run(a, device, workspace, stream, cublas_handle);
 }
 
 }  // namespace tigon

@@ -11,7 +11,9 @@
 namespace tigon::detail {
 
 struct FlceArgs {
-  CrossEntropyArgs ce;  // rows = N, vocab = V; logits / grad / workspace unset
+  // rows = N, vocab = V; logits / grad / workspace unset. The backward sets ce.grad_loss and no
+  // loss outputs.
+  CrossEntropyArgs ce;
   std::int64_t hidden_size = 0;
   std::int64_t chunk_rows = 0;
   const void* hidden = nullptr;
@@ -39,6 +41,27 @@ struct FlceArgs {
   std::size_t workspace_bytes = 0;
   void* cublas_handle = nullptr;
 };
+
+// The cross-entropy arguments of the chunk of rows [r0, r0 + rows), whose logits are the
+// contiguous [rows, V] buffer `logits`; the gradient (for a.needs_grad()) is written over them.
+inline CrossEntropyArgs chunk_args(const FlceArgs& a, std::int64_t r0, std::int64_t rows,
+                                   void* logits) {
+  CrossEntropyArgs c = a.ce;
+  c.rows = rows;
+  c.logits = logits;
+  c.logits_row_stride = a.ce.vocab;
+  c.target = a.ce.target + r0;
+  c.grad = a.needs_grad() ? logits : nullptr;
+  c.grad_row_stride = a.ce.vocab;
+  c.lse = nullptr;
+  if (a.ce.token_scale) c.token_scale = a.ce.token_scale + r0;
+  if (c.params.reduction == Reduction::kNone) {  // per-row outputs and upstream
+    if (a.ce.loss) c.loss = a.ce.loss + r0;
+    if (a.ce.z_loss) c.z_loss = a.ce.z_loss + r0;
+    if (a.ce.grad_loss) c.grad_loss = a.ce.grad_loss + r0;
+  }
+  return c;
+}
 
 }  // namespace tigon::detail
 

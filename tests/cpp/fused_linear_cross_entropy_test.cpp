@@ -1,6 +1,9 @@
 // Fused linear cross-entropy CPU backend: equals the cross-entropy of the materialized logits
 // (same loss bits whatever the chunk size), and its gradients equal the products of that
-// cross-entropy gradient with the weight and the hidden states (float64 reference). The float32
+// cross-entropy gradient with the weight and the hidden states (float64 reference). Reduction none
+// with a per-row upstream through the backward entry point, the token scale (and
+// use_token_scaling) in every reduction, and the backward for upstream 1 equal to the forward's
+// gradients bit for bit. The float32
 // accumulation of a 16-bit dW in place equals a float32 dW rounded once, bit for bit, and the
 // in-place narrowing's schedule never overwrites an accumulator before reading it.
 #include <gtest/gtest.h>
@@ -14,6 +17,7 @@
 #include "host_tensor.h"
 #include "math/float_types.h"
 #include "ops/fused_linear_cross_entropy_args.h"
+#include "test_support.h"
 #include "tigon/tigon.h"
 
 namespace {
@@ -27,7 +31,7 @@ using tigon::testing::HostTensor;
 TensorView vec(void* p, DType d, std::int64_t n) { return TensorView::contiguous(p, d, {n}); }
 
 struct Result {
-  float loss = 0;
+  std::vector<float> loss;  // [N] for reduction none, else one element
   std::vector<float> dx, dw, db;
 };
 
@@ -37,6 +41,7 @@ struct Flce {
   HostTensor x{DType::kBFloat16, {11, 9}}, w{DType::kBFloat16, {23, 9}};
   std::vector<float> bias;
   std::vector<std::int64_t> y;
+  std::vector<float> token_scale;  // empty: none
   tigon::FusedLinearCrossEntropyParams params;
 
   explicit Flce(DType d) : dtype(d), x(d, {11, 9}), w(d, {23, 9}) {
@@ -52,25 +57,48 @@ struct Flce {
     params.ce.softcap = 6.0f;
   }
 
+  std::int64_t loss_numel() const { return params.ce.reduction == Reduction::kNone ? n : 1; }
+
+  // Per-row factors in [0, 2) and a negative one (not differentiated, so any sign is fine).
+  static std::vector<float> random_rows(std::int64_t count, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(0.0f, 2.0f);
+    std::vector<float> r;
+    for (std::int64_t i = 0; i < count; ++i) r.push_back(i == 2 ? -0.75f : u(rng));
+    return r;
+  }
+
   tigon::FusedLinearCrossEntropyInputs inputs() {
     tigon::FusedLinearCrossEntropyInputs in;
     in.hidden = x.view();
     in.weight = w.view();
     in.bias = vec(bias.data(), DType::kFloat32, v);
     in.target = vec(y.data(), DType::kInt64, n);
+    if (!token_scale.empty()) in.token_scale = vec(token_scale.data(), DType::kFloat32, n);
     return in;
   }
 
-  Result fused(std::int64_t chunk, DType dw_dtype) {
+  // The forward; with `upstream`, a forward without gradients then the backward for it.
+  Result fused(std::int64_t chunk, DType dw_dtype, const std::vector<float>* upstream = nullptr) {
     params.chunk_rows = chunk;
     Result r;
+    r.loss.resize(loss_numel());
     HostTensor dx(dtype, {n, h}), dw(dw_dtype, {v, h});
     std::vector<float> db(v);
     tigon::FusedLinearCrossEntropyGrads g{dx.view(), dw.view(), vec(db.data(), DType::kFloat32, v)};
     const auto in = inputs();
+    const TensorView loss = vec(r.loss.data(), DType::kFloat32, loss_numel());
     std::vector<unsigned char> ws(tigon::fused_linear_cross_entropy_workspace_size(params, in, g));
-    tigon::fused_linear_cross_entropy(params, in, vec(&r.loss, DType::kFloat32, 1), {}, g,
-                                      Workspace{ws.data(), ws.size()});
+    const Workspace wsv{ws.data(), ws.size()};
+    if (upstream == nullptr) {
+      tigon::fused_linear_cross_entropy(params, in, loss, {}, g, wsv);
+    } else {
+      tigon::fused_linear_cross_entropy(params, in, loss, {}, {}, wsv);
+      std::vector<float> up = *upstream;
+      EXPECT_EQ(ws.size(), tigon::fused_linear_cross_entropy_bwd_workspace_size(params, in, g));
+      tigon::fused_linear_cross_entropy_bwd(params, in, vec(up.data(), DType::kFloat32, up.size()),
+                                            g, wsv);
+    }
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t k = 0; k < h; ++k) r.dx.push_back(dx.get(i, k));
     for (std::int64_t j = 0; j < v; ++j)
@@ -79,8 +107,10 @@ struct Flce {
     return r;
   }
 
-  // Materialized logits (rounded like the fused path), cross_entropy_fwd, float64 products.
-  Result unfused() {
+  // Materialized logits (rounded like the fused path), cross_entropy_fwd, float64 products. Each
+  // row's gradient is multiplied by t_i * g_i and its loss terms by t_i (the header's token
+  // scale, in float64 from the rows' lse), g the upstream (1 without one).
+  Result unfused(const std::vector<float>* upstream = nullptr) {
     HostTensor logits(dtype, {n, v}), grad(dtype, {n, v});
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t j = 0; j < v; ++j) {
@@ -93,24 +123,53 @@ struct Flce {
     in.logits = logits.view();
     in.target = vec(y.data(), DType::kInt64, n);
     Result r;
+    std::vector<float> reduced(loss_numel()), per_row(n), lse(n);
     std::vector<unsigned char> ws(tigon::cross_entropy_fwd_workspace_size(params.ce, in));
-    tigon::cross_entropy_fwd(params.ce, in, vec(&r.loss, DType::kFloat32, 1), {}, {}, grad.view(),
+    tigon::cross_entropy_fwd(params.ce, in, vec(reduced.data(), DType::kFloat32, loss_numel()), {},
+                             {}, grad.view(), Workspace{ws.data(), ws.size()});
+    tigon::CrossEntropyParams none = params.ce;
+    none.reduction = Reduction::kNone;
+    tigon::cross_entropy_fwd(none, in, vec(per_row.data(), DType::kFloat32, n), {},
+                             vec(lse.data(), DType::kFloat32, n), {},
                              Workspace{ws.data(), ws.size()});
+    std::vector<double> t(n, 1.0), f(n, 1.0);
+    double count = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (y[i] == params.ce.ignore_index) continue;
+      count += 1;
+      if (!token_scale.empty()) t[i] = token_scale[i];
+      if (params.use_token_scaling) {
+        const double cap = params.ce.softcap, c = logits.get(i, y[i]);
+        t[i] *= std::exp((cap > 0 ? cap * std::tanh(c / cap) : c) - lse[i]);
+      }
+      f[i] = t[i];
+      if (upstream) f[i] *= (*upstream)[loss_numel() == 1 ? 0 : i];
+    }
+    // Without class weights the mean's scales a and b are both 1 / n.
+    const double a = params.ce.reduction == Reduction::kMean ? 1.0 / count : 1.0;
+    double total = 0;
+    for (std::int64_t i = 0; i < n; ++i) total += t[i] * per_row[i];
+    if (params.ce.reduction == Reduction::kNone) {
+      for (std::int64_t i = 0; i < n; ++i) r.loss.push_back(static_cast<float>(t[i] * per_row[i]));
+    } else {
+      r.loss.push_back(static_cast<float>(a * total));
+    }
+    auto g = [&](std::int64_t i, std::int64_t j) { return f[i] * grad.get(i, j); };
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t k = 0; k < h; ++k) {
         double s = 0;
-        for (std::int64_t j = 0; j < v; ++j) s += double(grad.get(i, j)) * w.get(j, k);
+        for (std::int64_t j = 0; j < v; ++j) s += g(i, j) * w.get(j, k);
         r.dx.push_back(static_cast<float>(s));
       }
     for (std::int64_t j = 0; j < v; ++j)
       for (std::int64_t k = 0; k < h; ++k) {
         double s = 0;
-        for (std::int64_t i = 0; i < n; ++i) s += double(grad.get(i, j)) * x.get(i, k);
+        for (std::int64_t i = 0; i < n; ++i) s += g(i, j) * x.get(i, k);
         r.dw.push_back(static_cast<float>(s));
       }
     for (std::int64_t j = 0; j < v; ++j) {
       double s = 0;
-      for (std::int64_t i = 0; i < n; ++i) s += grad.get(i, j);
+      for (std::int64_t i = 0; i < n; ++i) s += g(i, j);
       r.db.push_back(static_cast<float>(s));
     }
     return r;
@@ -124,18 +183,22 @@ void expect_near(const std::vector<float>& a, const std::vector<float>& b, doubl
   for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * scale) << i;
 }
 
+void expect_grads_near(const Result& got, const Result& want, DType d) {
+  const double tol = d == DType::kFloat32 ? 1e-5 : 2e-2;
+  expect_near(got.dx, want.dx, tol);
+  expect_near(got.dw, want.dw, tol);
+  expect_near(got.db, want.db, tol);
+}
+
 TEST(FusedLinearCrossEntropy, MatchesUnfusedForEveryChunkSize) {
   for (DType d : {DType::kFloat32, DType::kBFloat16}) {
     Flce f(d);
     const Result want = f.unfused();
-    const double tol = d == DType::kFloat32 ? 1e-5 : 2e-2;
     Result first;
     for (std::int64_t chunk : {0, 1, 3, 11}) {
       const Result got = f.fused(chunk, DType::kFloat32);
-      EXPECT_NEAR(got.loss, want.loss, 1e-3 * std::abs(want.loss) + 1e-5) << chunk;
-      expect_near(got.dx, want.dx, tol);
-      expect_near(got.dw, want.dw, tol);
-      expect_near(got.db, want.db, tol);
+      EXPECT_NEAR(got.loss[0], want.loss[0], 1e-3 * std::abs(want.loss[0]) + 1e-5) << chunk;
+      expect_grads_near(got, want, d);
       if (chunk == 0) first = got;
       EXPECT_EQ(got.loss, first.loss) << "chunking must not change the loss";
       EXPECT_EQ(got.dx, first.dx) << "nor dx";
@@ -146,17 +209,122 @@ TEST(FusedLinearCrossEntropy, MatchesUnfusedForEveryChunkSize) {
   }
 }
 
-TEST(FusedLinearCrossEntropy, RejectsGradientsWithReductionNone) {
+// reduction none: loss.backward(g) for a random per-row g (negative and zero entries included),
+// through the backward entry point, for every chunk size (boundaries inside and between rows'
+// chunks, ignored rows), with and without a token scale and use_token_scaling.
+TEST(FusedLinearCrossEntropy, ReductionNoneBackwardWithAPerRowUpstream) {
+  for (DType d : {DType::kFloat32, DType::kBFloat16})
+    for (int scaled = 0; scaled < 3; ++scaled) {
+      Flce f(d);
+      f.params.ce.reduction = Reduction::kNone;
+      if (scaled >= 1) f.token_scale = Flce::random_rows(f.n, 11);
+      f.params.use_token_scaling = scaled == 2;
+      std::vector<float> g = Flce::random_rows(f.n, 3);
+      g[5] = 0.0f;
+      const Result want = f.unfused(&g);
+      Result first;
+      for (std::int64_t chunk : {0, 1, 3, 4, 11}) {
+        const Result got = f.fused(chunk, DType::kFloat32, &g);
+        expect_near(got.loss, want.loss, 1e-3);
+        expect_grads_near(got, want, d);
+        if (chunk == 0) first = got;
+        EXPECT_EQ(got.loss, first.loss) << chunk;
+        EXPECT_EQ(got.dx, first.dx) << "a row's dx does not depend on the chunking";
+      }
+    }
+}
+
+// The token scale in every reduction: loss terms and gradient rows times t_i, the mean's
+// denominator unchanged (the forward's gradients and the backward's for a scalar upstream).
+TEST(FusedLinearCrossEntropy, TokenScaleInEveryReduction) {
+  for (DType d : {DType::kFloat32, DType::kBFloat16})
+    for (Reduction red : {Reduction::kNone, Reduction::kSum, Reduction::kMean})
+      for (bool by_prob : {false, true}) {
+        Flce f(d);
+        f.params.ce.reduction = red;
+        f.token_scale = Flce::random_rows(f.n, 17);
+        f.params.use_token_scaling = by_prob;
+        const Result want = f.unfused();
+        for (std::int64_t chunk : {0, 3}) {
+          const Result got = f.fused(chunk, DType::kFloat32);
+          expect_near(got.loss, want.loss, 1e-3);
+          expect_grads_near(got, want, d);
+        }
+        if (red == Reduction::kNone) continue;
+        std::vector<float> g{-1.5f};
+        const Result want_bwd = f.unfused(&g);
+        expect_grads_near(f.fused(3, DType::kFloat32, &g), want_bwd, d);
+      }
+}
+
+// use_token_scaling alone: t_i = p_y, detached.
+TEST(FusedLinearCrossEntropy, UseTokenScalingIsTheTargetProbability) {
+  Flce f(DType::kFloat32);
+  f.params.use_token_scaling = true;
+  const Result want = f.unfused();
+  const Result got = f.fused(4, DType::kFloat32);
+  expect_near(got.loss, want.loss, 1e-5);
+  expect_grads_near(got, want, DType::kFloat32);
+}
+
+// The backward for upstream 1 is the forward's gradients, bit for bit on the CPU: the same rows
+// with the same rounding points (reduction none: the forward's gradients are those of the sum).
+TEST(FusedLinearCrossEntropy, BackwardForUpstreamOneIsTheForwardsGradients) {
+  for (DType d : {DType::kFloat32, DType::kBFloat16})
+    for (Reduction red : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
+      Flce f(d);
+      f.params.ce.reduction = red;
+      f.token_scale = Flce::random_rows(f.n, 23);
+      const std::vector<float> ones(static_cast<std::size_t>(f.loss_numel()), 1.0f);
+      const Result fwd = f.fused(3, DType::kFloat32);
+      const Result bwd = f.fused(3, DType::kFloat32, &ones);
+      EXPECT_EQ(fwd.loss, bwd.loss);
+      EXPECT_EQ(fwd.dx, bwd.dx) << tigon::reduction_name(red);
+      EXPECT_EQ(fwd.dw, bwd.dw) << tigon::reduction_name(red);
+      EXPECT_EQ(fwd.db, bwd.db) << tigon::reduction_name(red);
+    }
+}
+
+TEST(FusedLinearCrossEntropyErrors, NameTheArgument) {
+  using tigon::ErrorCode;
+  using tigon::testing::expect_error;
   Flce f(DType::kFloat32);
   f.params.ce.reduction = Reduction::kNone;
-  std::vector<float> loss(f.n);
+  std::vector<float> loss(f.n), up(f.n + 1), scale(f.n + 1);
   HostTensor dx(DType::kFloat32, {f.n, f.h});
   tigon::FusedLinearCrossEntropyGrads g;
   g.hidden = dx.view();
-  EXPECT_THROW(
-      tigon::fused_linear_cross_entropy(f.params, f.inputs(),
-                                        vec(loss.data(), DType::kFloat32, f.n), {}, g, Workspace{}),
-      tigon::Error);
+  std::vector<unsigned char> ws(1 << 20);
+  const Workspace wsv{ws.data(), ws.size()};
+  auto in = f.inputs();
+  expect_error(
+      [&] {
+        tigon::fused_linear_cross_entropy_bwd(f.params, in,
+                                              vec(up.data(), DType::kFloat32, f.n - 1), g, wsv);
+      },
+      ErrorCode::kInvalidArgument, "grad_loss", "11 elements");
+  in.token_scale = vec(scale.data(), DType::kFloat32, f.n + 1);
+  expect_error(
+      [&] {
+        tigon::fused_linear_cross_entropy(f.params, in, vec(loss.data(), DType::kFloat32, f.n), {},
+                                          g, wsv);
+      },
+      ErrorCode::kInvalidArgument, "token_scale", "shape [11]");
+  in.token_scale = vec(scale.data(), DType::kFloat16, f.n);
+  expect_error(
+      [&] {
+        tigon::fused_linear_cross_entropy_bwd(f.params, in, vec(up.data(), DType::kFloat32, f.n), g,
+                                              wsv);
+      },
+      ErrorCode::kTypeError, "token_scale", "float32");
+  f.params.ce.reduction = Reduction::kMean;
+  in.token_scale = {};
+  expect_error(
+      [&] {
+        tigon::fused_linear_cross_entropy_bwd(f.params, in, vec(up.data(), DType::kFloat32, f.n), g,
+                                              wsv);
+      },
+      ErrorCode::kInvalidArgument, "grad_loss", "1 elements");
 }
 
 // A [n, h] x [v, h] problem for the dW accumulation modes (bias-free, several chunks).

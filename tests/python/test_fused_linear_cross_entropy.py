@@ -1,7 +1,8 @@
 """tigon.ops.fused_linear_cross_entropy vs the unfused PyTorch path (matmul, float32 logits,
 F.cross_entropy): loss and gradients of hidden, weight and bias for every option, chunk sizes,
-float32 vs weight-dtype dW accumulation, HF num_items_in_batch, upstream scaling, no-grad and
-reduction none, opcheck and torch.compile."""
+float32 vs weight-dtype dW accumulation, HF num_items_in_batch, upstream scaling, reduction none
+with any upstream gradient, the token scale (and use_token_scaling) in every reduction, no-grad,
+opcheck, torch.compile and the nn module."""
 
 from __future__ import annotations
 
@@ -16,16 +17,30 @@ OPS = torch.ops.tigon
 
 
 def unfused(h, w, t, b=None, ce_weight=None, ignore_index=-100, reduction="mean",
-            label_smoothing=0.0, lse_square_scale=0.0, softcap=None):  # fmt: skip
+            label_smoothing=0.0, lse_square_scale=0.0, softcap=None, token_scale=None,
+            use_token_scaling=False):  # fmt: skip
+    """Per-token F.cross_entropy (reduction none) and z-loss, times the token scale (a constant),
+    then reduced: the mean divides by the class-weight sum and the count of non-ignored tokens as
+    without a scale."""
     logits = F.linear(h, w, b).float()
     if softcap is not None:
         logits = softcap * torch.tanh(logits / softcap)
-    loss = F.cross_entropy(logits, t, ce_weight, ignore_index=ignore_index, reduction=reduction,
-                           label_smoothing=label_smoothing)  # fmt: skip
     valid = t != ignore_index
+    scale = torch.ones(t.shape, device=h.device) if token_scale is None else token_scale.float()
+    if use_token_scaling:
+        prob = torch.softmax(logits.detach(), -1).gather(-1, t.clamp(min=0)[:, None])[:, 0]
+        scale = scale * prob
+    scale = scale.detach()
+    ce = F.cross_entropy(logits, t, ce_weight, ignore_index=ignore_index, reduction="none",
+                         label_smoothing=label_smoothing)  # fmt: skip
     z = lse_square_scale * torch.logsumexp(logits, -1).pow(2) * valid
-    z = z.sum() / valid.sum() if reduction == "mean" else z.sum() if reduction == "sum" else z
-    return loss + z
+    ce, z = ce * scale, z * scale
+    if reduction == "none":
+        return ce + z
+    if reduction == "sum":
+        return ce.sum() + z.sum()
+    w_y = torch.ones_like(ce) if ce_weight is None else ce_weight[t.clamp(min=0)]
+    return ce.sum() / (w_y * valid).sum() + z.sum() / valid.sum()
 
 
 def _problem(n, h, v, dtype, device, bias=False):
@@ -102,20 +117,145 @@ def test_num_items_in_batch_and_frozen_weight(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_no_grad_and_reduction_none(device):
+def test_no_grad_reduction_none(device):
     x, w, b, t = _problem(12, 8, 19, torch.float32, device, bias=True)
     with torch.no_grad():
         got = tigon.ops.fused_linear_cross_entropy(x, w, t, b, reduction="none", chunk_size=5)
     torch.testing.assert_close(got, unfused(x, w, t, b, reduction="none"))
-    with pytest.raises(NotImplementedError):
-        tigon.ops.fused_linear_cross_entropy(x.requires_grad_(), w, t, reduction="none")
+
+
+SCALES = ["none", "tensor", "prob", "both"]
+
+
+def _token_scale(kind, n, device):
+    """(token_scale, use_token_scaling) for a kind of SCALES; the tensor has a negative entry."""
+    scale = None
+    if kind in ("tensor", "both"):
+        scale = torch.rand(n, device=device) * 2
+        scale[1] = -0.5
+    return scale, kind in ("prob", "both")
+
+
+def _leaves(x, w, b):
+    leaves = [x.clone().requires_grad_(), w.clone().requires_grad_()]
+    if b is not None:
+        leaves.append(b.clone().requires_grad_())
+    return leaves, [p.detach().clone().requires_grad_() for p in leaves]
+
+
+def _tol(dtype):
+    return {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_opcheck(device):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("bias", [False, True], ids=["nobias", "bias"])
+@pytest.mark.parametrize("name", list(OPTIONS))
+@pytest.mark.parametrize("scale_kind", SCALES)
+def test_reduction_none_backward_matches_unfused(scale_kind, name, bias, dtype, device):
+    """loss.backward(g) for a random per-token g (a zero included), and a mask-weighted mean."""
+    opts = dict(OPTIONS[name])
+    n = 29
+    x, w, b, t = _problem(n, 24, 53, dtype, device, bias)
+    if opts.pop("ce_weight", False):
+        opts["ce_weight"] = torch.rand(53, device=device) + 0.5
+    scale, by_prob = _token_scale(scale_kind, n, device)
+    g = torch.randn(n, device=device)
+    g[4] = 0.0
+    mask = (torch.rand(n, device=device) > 0.3).float()
+    for upstream in ("g", "masked_mean"):
+        leaves, refs = _leaves(x, w, b)
+        got = tigon.ops.fused_linear_cross_entropy(
+            leaves[0], leaves[1], t, leaves[2] if bias else None, reduction="none",
+            chunk_size=5, token_scale=scale, use_token_scaling=by_prob, **opts,
+        )  # fmt: skip
+        want = unfused(refs[0], refs[1], t, refs[2] if bias else None, reduction="none",
+                       token_scale=scale, use_token_scaling=by_prob, **opts)  # fmt: skip
+        torch.testing.assert_close(got, want, **_tol(dtype))
+        if upstream == "g":
+            got.backward(g)
+            want.backward(g)
+        else:
+            ((got * mask).sum() / mask.sum()).backward()
+            ((want * mask).sum() / mask.sum()).backward()
+        for p, r in zip(leaves, refs, strict=True):
+            torch.testing.assert_close(p.grad, r.grad, **_tol(dtype))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("scale_kind", SCALES[1:])
+def test_token_scale_mean_and_sum(scale_kind, reduction, dtype, device):
+    """Each token's loss and gradient times its scale; the mean's denominator is unchanged."""
+    n = 29
+    x, w, b, t = _problem(n, 24, 53, dtype, device, bias=True)
+    opts = {"label_smoothing": 0.1, "lse_square_scale": 1e-3, "softcap": 10.0}
+    scale, by_prob = _token_scale(scale_kind, n, device)
+    leaves, refs = _leaves(x, w, b)
+    got = tigon.ops.fused_linear_cross_entropy(
+        *leaves[:2], t, leaves[2], reduction=reduction, chunk_size=7, token_scale=scale,
+        use_token_scaling=by_prob, **opts,
+    )  # fmt: skip
+    want = unfused(*refs[:2], t, refs[2], reduction=reduction, token_scale=scale,
+                   use_token_scaling=by_prob, **opts)  # fmt: skip
+    torch.testing.assert_close(got, want, **_tol(dtype))
+    (2.5 * got).backward()
+    (2.5 * want).backward()
+    for p, r in zip(leaves, refs, strict=True):
+        torch.testing.assert_close(p.grad, r.grad, **_tol(dtype))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_token_scale_is_a_constant(device):
+    """A token scale that requires grad gets none (it is treated as detached)."""
+    x, w, _, t = _problem(10, 8, 17, torch.float32, device)
+    scale = torch.rand(10, device=device).requires_grad_()
+    xl = x.clone().requires_grad_()
+    tigon.ops.fused_linear_cross_entropy(xl, w, t, token_scale=scale).backward()
+    assert scale.grad is None
+    xr = x.clone().requires_grad_()
+    unfused(xr, w, t, token_scale=scale).backward()
+    torch.testing.assert_close(xl.grad, xr.grad)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_nn_module(device):
+    x, w, b, t = _problem(14, 8, 19, torch.float32, device, bias=True)
+    scale = torch.rand(14, device=device)
+    module = tigon.nn.FusedLinearCrossEntropyLoss(
+        reduction="none", label_smoothing=0.1, use_token_scaling=True, chunk_size=4
+    )
+    leaves, refs = _leaves(x, w, b)
+    got = module(leaves[1], leaves[0], t, leaves[2], token_scale=scale)
+    want = unfused(refs[0], refs[1], t, refs[2], reduction="none", label_smoothing=0.1,
+                   token_scale=scale, use_token_scaling=True)  # fmt: skip
+    torch.testing.assert_close(got, want)
+    g = torch.randn(14, device=device)
+    got.backward(g)
+    want.backward(g)
+    for p, r in zip(leaves, refs, strict=True):
+        torch.testing.assert_close(p.grad, r.grad)
+    loss, z_loss = tigon.nn.FusedLinearCrossEntropyLoss(lse_square_scale=1e-2, return_z_loss=True)(
+        w, x, t
+    )
+    assert loss.shape == () and z_loss.shape == ()
+    with pytest.raises(ValueError, match="reduction"):
+        tigon.nn.FusedLinearCrossEntropyLoss(reduction="avg")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_opcheck(reduction, device):
     x, w, b, t = _problem(9, 8, 13, torch.float32, device, bias=True)
-    args = (x, w, t, b, None, None, -100, "mean", 0.1, 1e-3, 0.0, 4, True, True, True, True)
-    torch.library.opcheck(OPS.fused_linear_cross_entropy_fwd.default, args)
+    scale = torch.rand(9, device=device)
+    options = (-100, reduction, 0.1, 1e-3, 0.0, True, 4)
+    grads = (reduction != "none",) * 3
+    fwd_args = (x, w, t, b, None, None, scale, *options, *grads, True)
+    torch.library.opcheck(OPS.fused_linear_cross_entropy_fwd.default, fwd_args)
+    up = torch.randn(9 if reduction == "none" else (), device=device)
+    bwd_args = (up, x, w, t, b, None, None, scale, *options, True, True, True, True)
+    torch.library.opcheck(OPS.fused_linear_cross_entropy_bwd.default, bwd_args)
 
 
 @pytest.mark.slow
@@ -134,6 +274,27 @@ def test_compile_fullgraph(device):
     out.backward()
     torch.testing.assert_close(h2.grad, h1.grad)
     torch.testing.assert_close(w2.grad, w1.grad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph_reduction_none(device):
+    torch._dynamo.reset()
+    x, w, b, t = _problem(16, 8, 21, torch.float32, device, bias=True)
+    scale = torch.rand(16, device=device)
+    g = torch.randn(16, device=device)
+
+    def f(h, weight, bias):
+        loss = tigon.ops.fused_linear_cross_entropy(
+            h * 1.0, weight, t, bias, reduction="none", token_scale=scale, use_token_scaling=True
+        )
+        return (loss * g).sum()
+
+    eager, compiled = _leaves(x, w, b)
+    f(*eager).backward()
+    torch.compile(f, fullgraph=True)(*compiled).backward()
+    for p, r in zip(compiled, eager, strict=True):
+        torch.testing.assert_close(p.grad, r.grad)
 
 
 def _record_outputs(monkeypatch, op_name):

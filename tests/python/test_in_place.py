@@ -463,8 +463,8 @@ def _forward_grad_ops(device: str) -> dict[str, Callable[[], tuple[Any, ...]]]:
     def fused_linear() -> tuple[Any, ...]:
         leaves = [t.clone().requires_grad_() for t in (hidden, weight, bias)]
         outs = torch.ops.tigon.fused_linear_cross_entropy_fwd(
-            leaves[0], leaves[1], target, leaves[2], None, None, -100, *ce, 4, True, True, True,
-            True,
+            leaves[0], leaves[1], target, leaves[2], None, None, None, -100, *ce, False, 4, True,
+            True, True, True,
         )  # fmt: skip
         return outs, leaves, 2
 

@@ -3,6 +3,7 @@
 
 from tigon.nn import functional
 from tigon.nn.cross_entropy import CrossEntropyLoss
+from tigon.nn.fused_linear_cross_entropy import FusedLinearCrossEntropyLoss
 from tigon.nn.glu import (
     GLUMLP,
     GeGLUMLP,
@@ -19,6 +20,7 @@ from tigon.nn.rms_norm import RMSNorm
 __all__ = [
     "GLUMLP",
     "CrossEntropyLoss",
+    "FusedLinearCrossEntropyLoss",
     "GeGLUMLP",
     "Phi3SwiGLUMLP",
     "RMSNorm",

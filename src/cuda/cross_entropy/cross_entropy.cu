@@ -102,14 +102,18 @@ bool launch_slices_as(const RowParams& p, bool dependent, int device, cudaStream
 // Whether prepare -> rows -> finish run as programmatic dependent launches on `device`.
 bool dependent_launches(int device) { return dependent_launch_available(device); }
 
-// Without softcap, label smoothing and class weights the row kernels have no per-element branches.
+// Without softcap, label smoothing and class weights the row kernels have no per-element branches;
+// nor per-row factors (token scales, an upstream gradient for forward rows) after the row's sums.
+template <RowMode kMode>
 bool plain_rows(const RowParams& p) {
-  return !(p.softcap > 0.0f) && p.label_smoothing == 0.0f && p.weights == nullptr;
+  const bool forward_upstream = kMode != RowMode::kGrad && p.grad_loss != nullptr;
+  return !(p.softcap > 0.0f) && p.label_smoothing == 0.0f && p.weights == nullptr &&
+         p.token_scale == nullptr && !p.token_scale_by_target_prob && !forward_upstream;
 }
 
 template <typename T, int P, RowMode kMode>
 void launch_rows(const RowParams& p, bool dependent, int device, cudaStream_t s) {
-  if (plain_rows(p)) {
+  if (plain_rows<kMode>(p)) {
     launch_rows_as<T, P, kMode, true>(p, dependent, device, s);
   } else {
     launch_rows_as<T, P, kMode, false>(p, dependent, device, s);
@@ -118,7 +122,7 @@ void launch_rows(const RowParams& p, bool dependent, int device, cudaStream_t s)
 
 template <typename T, RowMode kMode>
 bool launch_slices(const RowParams& p, bool dependent, int device, cudaStream_t s) {
-  if (plain_rows(p)) return launch_slices_as<T, kMode, true>(p, dependent, device, s);
+  if (plain_rows<kMode>(p)) return launch_slices_as<T, kMode, true>(p, dependent, device, s);
   return launch_slices_as<T, kMode, false>(p, dependent, device, s);
 }
 
@@ -179,6 +183,8 @@ RowParams row_params(const CrossEntropyArgs& a, const float* header, const float
   p.lse = a.lse;
   p.grad_loss = a.grad_loss;
   p.per_row_upstream = a.params.reduction == Reduction::kNone;
+  p.token_scale = a.token_scale;
+  p.token_scale_by_target_prob = a.token_scale_by_target_prob;
   return p;
 }
 

@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
     const bool in_range = y >= 0 && y < p.vocab;
     const float w_y = target_weight(o, y, in_range);
     const TargetSlot ts = target_slot<P>(y, in_range);
-    float lse = 0.0f, one_minus_p_y = -1.0f;
+    float lse = 0.0f, one_minus_p_y = -1.0f, grad_factor = 1.0f;
 
     if constexpr (kForward) {
       PartState st;
@@ -256,9 +256,10 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
       if constexpr (kPlain) {
         if (row == blockIdx.x) read_header();
       }
-      const RowLoss l = row_loss(merged, ignored, w_y, weight_total, p);
+      const RowLoss l = row_loss<kPlain>(merged, ignored, w_y, weight_total, p, row);
       lse = l.lse;
       one_minus_p_y = l.one_minus_p_y;
+      grad_factor = l.grad_factor;
       if (threadIdx.x == 0) store_row(p, row, l);
     } else {
       if constexpr (kPlain) {
@@ -275,6 +276,9 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
         const float up = p.grad_loss[p.per_row_upstream ? row : 0];
         a *= up;
         b *= up;
+      } else if constexpr (!kPlain) {
+        a *= grad_factor;
+        b *= grad_factor;
       }
       math::CeRow r = math::ce_row(lse, o.softcap, p.label_smoothing, p.lse_square_scale, w_y,
                                    weight_total, p.vocab, a, b);

@@ -173,18 +173,22 @@ __device__ __forceinline__ void grad_pack(const Pack<T, P>& pk, Index k, int tar
   for (int i = 0; i < P; ++i) out[i] = math::from_float<T>(v[i]);
 }
 
-// A row's results from its merged state: lse, 1 - p_y (-1 when not measured), and the
-// cross-entropy and z-loss terms (0 for an ignored row, whose lse is still the row's).
+// A row's results from its merged state: lse, 1 - p_y (-1 when not measured), the cross-entropy
+// and z-loss terms (0 for an ignored row, whose lse is still the row's), and the factor of its
+// gradient's scales a and b.
 struct RowLoss {
   float lse;
   float one_minus_p_y;
   float ce;
   float z;
+  float grad_factor;  // token scale times upstream (1 for kPlain rows: neither is set)
 };
 
+template <bool kPlain>
 __device__ __forceinline__ RowLoss row_loss(const PartState& st, bool ignored, float w_y,
-                                            float weight_total, const RowParams& p) {
-  RowLoss l{st.lse.lse(), -1.0f, 0.0f, 0.0f};
+                                            float weight_total, const RowParams& p,
+                                            std::int64_t row) {
+  RowLoss l{st.lse.lse(), -1.0f, 0.0f, 0.0f, 1.0f};
   if (!ignored) {
     const math::CeTargetTerms t = math::ce_target_terms(st.lse.max, st.lse.sum, st.target);
     l.lse = t.lse;
@@ -192,6 +196,13 @@ __device__ __forceinline__ RowLoss row_loss(const PartState& st, bool ignored, f
     l.ce = math::ce_row_loss(t.lse, t.nll, w_y, st.lse.weighted_sum, weight_total,
                              p.label_smoothing, p.vocab);
     l.z = p.lse_square_scale * t.lse * t.lse;
+    if constexpr (!kPlain) {
+      const float given = p.token_scale ? p.token_scale[row] : 1.0f;
+      const float s = math::ce_token_scale(given, p.token_scale_by_target_prob, st.target, t.lse);
+      l.ce *= s;
+      l.z *= s;
+      l.grad_factor = s * (p.grad_loss ? p.grad_loss[p.per_row_upstream ? row : 0] : 1.0f);
+    }
   }
   return l;
 }

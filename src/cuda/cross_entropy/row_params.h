@@ -31,6 +31,10 @@ struct RowParams {
   float* lse;              // forward: written if non-null; backward: read
   const float* grad_loss;  // backward upstream ([rows] for kNone, else one)
   bool per_row_upstream;
+  // Forward rows only, never set for kPlain rows (cross_entropy.cu, plain_rows): the upstream
+  // above (when non-null) and each row's token scale (math::ce_token_scale).
+  const float* token_scale;  // [rows] or null
+  bool token_scale_by_target_prob;
   // Two-pass row kernel: packs of each row kept in shared memory between the passes. Its dynamic
   // shared memory: the cp.async ring (kRingBytes, 16-byte path only), then the row cache.
   std::int64_t cache_packs;

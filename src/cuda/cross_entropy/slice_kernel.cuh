@@ -124,13 +124,18 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
       st = PartState::unpacked(cluster_fold(st.packed(), published[parity], cluster, merge));
       parity ^= 1;
     }
-    const RowLoss l = row_loss(st, ignored, w_y, weight_total, p);
+    const RowLoss l = row_loss<kPlain>(st, ignored, w_y, weight_total, p, row);
     if (first == 0 && tid == 0) store_row(p, row, l);
 
     if constexpr (kWritesGrad) {
       T* g = static_cast<T*>(p.grad) + row * p.grad_row_stride;
+      float a = scale_a, b = scale_b;
+      if constexpr (!kPlain) {
+        a *= l.grad_factor;
+        b *= l.grad_factor;
+      }
       math::CeRow r = math::ce_row(l.lse, o.softcap, p.label_smoothing, p.lse_square_scale, w_y,
-                                   weight_total, p.vocab, scale_a, scale_b);
+                                   weight_total, p.vocab, a, b);
       r.one_minus_p_y = l.one_minus_p_y;
       for (int j = 0; j < steps; ++j) {
         const std::int64_t k = first + tid + static_cast<std::int64_t>(j) * B;

@@ -18,7 +18,8 @@ void prepare(const detail::CrossEntropyArgs& all_rows, float* header, float* wei
              cudaStream_t stream);
 
 // The rows of `chunk` (pointers and row count of the chunk): per-row terms, lse if chunk.lse, the
-// gradient for upstream 1 into chunk.grad if set (may equal chunk.logits). For kNone, chunk.loss
+// gradient for upstream 1 (chunk.grad_loss if set) into chunk.grad if set (may equal
+// chunk.logits), each row times its token scale (chunk.token_scale...). For kNone, chunk.loss
 // and chunk.z_loss (if set) receive the per-row values. behind_prepare: prepare() is the last
 // launch before this one on the stream (the rows then start while it runs).
 void forward_rows(const detail::CrossEntropyArgs& chunk, const float* header,

@@ -245,18 +245,7 @@ void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr)
         });
       });
     }
-    detail::CrossEntropyArgs c = a.ce;
-    c.rows = rows;
-    c.logits = w.logits;
-    c.logits_row_stride = v;
-    c.target = a.ce.target + r0;
-    c.grad = a.needs_grad() ? w.logits : nullptr;
-    c.grad_row_stride = v;
-    c.lse = nullptr;
-    if (c.params.reduction == Reduction::kNone) {
-      c.loss = a.ce.loss + r0;
-      c.z_loss = a.ce.z_loss ? a.ce.z_loss + r0 : nullptr;
-    }
+    const detail::CrossEntropyArgs c = detail::chunk_args(a, r0, rows, w.logits);
     cross_entropy::forward_rows(c, w.header, w.weights, w.row_ce + r0, w.row_z + r0, false, device,
                                 s);
     if (!a.needs_grad()) continue;
@@ -304,7 +293,7 @@ void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr)
                     static_cast<const float*>(w.dbias), static_cast<G*>(a.grad_bias), v);
     });
   }
-  if (a.ce.params.reduction != Reduction::kNone) {
+  if (a.ce.loss && a.ce.params.reduction != Reduction::kNone) {  // not in a backward
     cross_entropy::finish(w.header, w.row_ce, w.row_z, n, a.ce.loss, a.ce.z_loss, false, device, s);
   }
 }
