@@ -18,14 +18,16 @@ namespace {
 
 constexpr const char* kOp = "fused_linear_cross_entropy_fwd";
 
-using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using Outputs =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 Outputs fused_linear_cross_entropy_fwd(
     const at::Tensor& hidden_arg, const at::Tensor& weight_arg, const at::Tensor& target,
     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& class_weight,
     const std::optional<at::Tensor>& divisor, int64_t ignore_index, std::string_view reduction,
     double label_smoothing, double lse_square_scale, double softcap, int64_t chunk_rows,
-    bool grad_hidden, bool grad_weight, bool grad_bias, bool accum_fp32) {
+    bool grad_hidden, bool grad_weight, bool grad_bias, bool accum_fp32, bool compute_predicted,
+    bool compute_accuracy) {
   const CudaContext context(hidden_arg);
   FusedLinearCrossEntropyParams p;
   p.ce = cross_entropy_params(ignore_index, reduction, label_smoothing, lse_square_scale, softcap,
@@ -53,6 +55,13 @@ Outputs fused_linear_cross_entropy_fwd(
                           ? at::empty({tgt.numel()}, opts.dtype(at::kFloat))
                           : at::empty({}, opts.dtype(at::kFloat));
     at::Tensor z_loss = at::empty(loss.sizes(), loss.options());
+    CrossEntropyOutputs out{to_view(loss.view({-1}), kOp, "loss"),
+                            to_view(z_loss.view({-1}), kOp, "z_loss")};
+    at::Tensor predicted = at::empty({compute_predicted ? tgt.numel() : 0}, opts.dtype(at::kLong));
+    at::Tensor accuracy =
+        at::empty(compute_accuracy ? loss.sizes() : at::IntArrayRef{0}, loss.options());
+    if (compute_predicted) out.predicted = to_view(predicted, kOp, "predicted");
+    if (compute_accuracy) out.accuracy = to_view(accuracy.view({-1}), kOp, "accuracy");
     at::Tensor dx = at::empty(grad_hidden ? hidden.sizes() : at::IntArrayRef{0}, opts);
     // accum_fp32: dW accumulates in float32 (half of it in the workspace, half in dw's own
     // storage) and is rounded to the weight's dtype once, in place.
@@ -67,11 +76,10 @@ Outputs fused_linear_cross_entropy_fwd(
     const auto ws_bytes = fused_linear_cross_entropy_workspace_size(p, in, g);
     at::Tensor ws = at::empty({static_cast<int64_t>(ws_bytes)}, opts.dtype(at::kByte));
     fused_linear_cross_entropy(
-        p, in, to_view(loss.view({-1}), kOp, "loss"), to_view(z_loss.view({-1}), kOp, "z_loss"), g,
-        Workspace{ws_bytes ? ws.data_ptr() : nullptr, ws_bytes}, context.stream);
+        p, in, out, g, Workspace{ws_bytes ? ws.data_ptr() : nullptr, ws_bytes}, context.stream);
     ws.reset();  // back to the allocator before the bias rounding allocates
     if (b && grad_bias) db = db.to(b->scalar_type());
-    return std::make_tuple(loss, z_loss, dx, dw, db);
+    return std::make_tuple(loss, z_loss, dx, dw, db, predicted, accuracy);
   });
 }
 
@@ -86,8 +94,10 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
       "fused_linear_cross_entropy_fwd(Tensor hidden, Tensor weight, Tensor target, Tensor? bias, "
       "Tensor? class_weight, Tensor? divisor, int ignore_index, str reduction, "
       "float label_smoothing, float lse_square_scale, float softcap, int chunk_rows, "
-      "bool grad_hidden, bool grad_weight, bool grad_bias, bool accum_fp32) -> (Tensor loss, "
-      "Tensor z_loss, Tensor grad_hidden, Tensor grad_weight, Tensor grad_bias)",
+      "bool grad_hidden, bool grad_weight, bool grad_bias, bool accum_fp32, "
+      "bool compute_predicted=False, bool compute_accuracy=False) -> (Tensor loss, "
+      "Tensor z_loss, Tensor grad_hidden, Tensor grad_weight, Tensor grad_bias, "
+      "Tensor predicted, Tensor accuracy)",
       {at::Tag::pt2_compliant_tag});
 }
 

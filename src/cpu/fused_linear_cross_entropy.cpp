@@ -20,11 +20,10 @@ using math::from_float;
 using math::to_float;
 
 struct Workspace {
-  void* logits;    // [chunk, V] in the activations' dtype
-  float* row_ce;   // [N]
-  float* row_z;    // [N]
-  float* dbias;    // [V] float32 accumulator
-  float* dweight;  // rows [0, R) of a 16-bit dweight accumulated in float32 (dweight_fp32)
+  void* logits;          // [chunk, V] in the activations' dtype
+  detail::RowTerms row;  // [N] each
+  float* dbias;          // [V] float32 accumulator
+  float* dweight;        // rows [0, R) of a 16-bit dweight accumulated in float32 (dweight_fp32)
 };
 
 std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
@@ -34,10 +33,14 @@ Workspace carve(const FlceArgs& a) {
   Workspace w{};
   w.logits = p;
   p += align(static_cast<std::size_t>(a.chunk_rows * a.ce.vocab) * element_size(a.dtype));
-  w.row_ce = reinterpret_cast<float*>(p);
-  p += align(sizeof(float) * a.ce.rows);
-  w.row_z = reinterpret_cast<float*>(p);
-  p += align(sizeof(float) * a.ce.rows);
+  const auto take_rows = [&] {
+    auto* terms = reinterpret_cast<float*>(p);
+    p += align(sizeof(float) * a.ce.rows);
+    return terms;
+  };
+  w.row.ce = take_rows();
+  w.row.z = take_rows();
+  w.row.hit = take_rows();
   w.dbias = reinterpret_cast<float*>(p);
   p += align(sizeof(float) * a.ce.vocab);
   w.dweight = reinterpret_cast<float*>(p);
@@ -79,13 +82,14 @@ void run(const FlceArgs& a) {
     c.logits = logits;
     c.logits_row_stride = v;
     c.target = a.ce.target + r0;
+    if (a.ce.predicted) c.predicted = a.ce.predicted + r0;
     c.grad = a.needs_grad() ? logits : nullptr;
     c.grad_row_stride = v;
     if (c.params.reduction == Reduction::kNone) {
       c.loss = a.ce.loss ? a.ce.loss + r0 : nullptr;
       c.z_loss = a.ce.z_loss ? a.ce.z_loss + r0 : nullptr;
     }
-    cross_entropy_rows(c, scales, ws.row_ce + r0, ws.row_z + r0);
+    cross_entropy_rows(c, scales, ws.row.offset(r0));
     if (!a.needs_grad()) continue;
     const T* dl = logits;
     if (a.grad_hidden) {  // dx_c = round_T(dL @ w)
@@ -140,7 +144,7 @@ void run(const FlceArgs& a) {
         static_cast<G*>(a.grad_bias)[j] = from_float<G>(ws.dbias[j]);
     });
   }
-  cross_entropy_finish(a.ce, scales, ws.row_ce, ws.row_z);
+  cross_entropy_finish(a.ce, scales, ws.row);
 }
 
 }  // namespace
@@ -149,7 +153,7 @@ std::size_t fused_linear_cross_entropy_workspace_size(const FlceArgs& a) {
   const std::size_t dweight =
       a.dweight_fp32 ? detail::dweight_split(a.ce.vocab, a.hidden_size).low_floats() : 0;
   return align(static_cast<std::size_t>(a.chunk_rows * a.ce.vocab) * element_size(a.dtype)) +
-         2 * align(sizeof(float) * a.ce.rows) + align(sizeof(float) * a.ce.vocab) +
+         3 * align(sizeof(float) * a.ce.rows) + align(sizeof(float) * a.ce.vocab) +
          sizeof(float) * dweight;
 }
 

@@ -173,24 +173,13 @@ std::size_t fused_linear_cross_entropy_workspace_size(const FusedLinearCrossEntr
 }
 
 void fused_linear_cross_entropy(const FusedLinearCrossEntropyParams& params,
-                                const FusedLinearCrossEntropyInputs& inputs, const TensorView& loss,
-                                const TensorView& z_loss, const FusedLinearCrossEntropyGrads& grads,
-                                Workspace workspace, Stream stream, void* cublas_handle) {
+                                const FusedLinearCrossEntropyInputs& inputs,
+                                const CrossEntropyOutputs& outputs,
+                                const FusedLinearCrossEntropyGrads& grads, Workspace workspace,
+                                Stream stream, void* cublas_handle) {
   FlceArgs a = checked(params, inputs, grads);
   const Device device = inputs.hidden.device;
-  const std::int64_t n_loss = params.ce.reduction == Reduction::kNone ? a.ce.rows : 1;
-  auto check_loss = [&](const char* arg, const TensorView& t) {
-    TIGON_CHECK_ARG(
-        t.dtype == DType::kFloat32 && t.device == device && t.numel() == n_loss && is_contiguous(t),
-        kOp, arg, "a contiguous float32 tensor of " + std::to_string(n_loss) + " elements",
-        detail::shape_string(t));
-  };
-  check_loss("loss", loss);
-  a.ce.loss = static_cast<float*>(loss.data);
-  if (z_loss.defined()) {
-    check_loss("z_loss", z_loss);
-    a.ce.z_loss = static_cast<float*>(z_loss.data);
-  }
+  detail::set_loss_outputs(kOp, outputs, device, a.ce);
   const std::size_t needed = workspace_for(a, device);
   TIGON_CHECK_ARG(workspace.bytes >= needed && (needed == 0 || workspace.data), kOp, "workspace",
                   "at least " + std::to_string(needed) + " bytes",

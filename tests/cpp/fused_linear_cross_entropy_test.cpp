@@ -69,7 +69,7 @@ struct Flce {
     tigon::FusedLinearCrossEntropyGrads g{dx.view(), dw.view(), vec(db.data(), DType::kFloat32, v)};
     const auto in = inputs();
     std::vector<unsigned char> ws(tigon::fused_linear_cross_entropy_workspace_size(params, in, g));
-    tigon::fused_linear_cross_entropy(params, in, vec(&r.loss, DType::kFloat32, 1), {}, g,
+    tigon::fused_linear_cross_entropy(params, in, {vec(&r.loss, DType::kFloat32, 1)}, g,
                                       Workspace{ws.data(), ws.size()});
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t k = 0; k < h; ++k) r.dx.push_back(dx.get(i, k));
@@ -94,7 +94,7 @@ struct Flce {
     in.target = vec(y.data(), DType::kInt64, n);
     Result r;
     std::vector<unsigned char> ws(tigon::cross_entropy_fwd_workspace_size(params.ce, in));
-    tigon::cross_entropy_fwd(params.ce, in, vec(&r.loss, DType::kFloat32, 1), {}, {}, grad.view(),
+    tigon::cross_entropy_fwd(params.ce, in, {vec(&r.loss, DType::kFloat32, 1)}, {}, grad.view(),
                              Workspace{ws.data(), ws.size()});
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t k = 0; k < h; ++k) {
@@ -153,10 +153,9 @@ TEST(FusedLinearCrossEntropy, RejectsGradientsWithReductionNone) {
   HostTensor dx(DType::kFloat32, {f.n, f.h});
   tigon::FusedLinearCrossEntropyGrads g;
   g.hidden = dx.view();
-  EXPECT_THROW(
-      tigon::fused_linear_cross_entropy(f.params, f.inputs(),
-                                        vec(loss.data(), DType::kFloat32, f.n), {}, g, Workspace{}),
-      tigon::Error);
+  EXPECT_THROW(tigon::fused_linear_cross_entropy(
+                   f.params, f.inputs(), {vec(loss.data(), DType::kFloat32, f.n)}, g, Workspace{}),
+               tigon::Error);
 }
 
 // A [n, h] x [v, h] problem for the dW accumulation modes (bias-free, several chunks).
@@ -190,7 +189,7 @@ struct DweightCase {
     g.weight = dw.view();
     std::vector<unsigned char> ws(tigon::fused_linear_cross_entropy_workspace_size(p, in, g));
     float loss = 0;
-    tigon::fused_linear_cross_entropy(p, in, vec(&loss, DType::kFloat32, 1), {}, g,
+    tigon::fused_linear_cross_entropy(p, in, {vec(&loss, DType::kFloat32, 1)}, g,
                                       Workspace{ws.data(), ws.size()});
     HostTensor rounded(dtype, {v, h});
     std::vector<std::uint32_t> bits;

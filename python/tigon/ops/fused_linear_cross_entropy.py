@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from tigon.ops.cross_entropy import _check_reduction, _divisor
+from tigon.ops.cross_entropy import (
+    CrossEntropyOutput,
+    _check_reduction,
+    _divisor,
+    _predictions_like,
+    _result,
+)
 
 __all__ = ["fused_linear_cross_entropy"]
 
@@ -22,7 +28,7 @@ _OP = "tigon::fused_linear_cross_entropy_fwd"
 def _fake(
     hidden, weight, target, bias, class_weight, divisor, ignore_index, reduction,
     label_smoothing, lse_square_scale, softcap, chunk_rows, grad_hidden, grad_weight, grad_bias,
-    accum_fp32,
+    accum_fp32, compute_predicted=False, compute_accuracy=False,
 ):  # fmt: skip
     _check_reduction(reduction, "fused_linear_cross_entropy_fwd")
     shape = (target.numel(),) if reduction == "none" else ()
@@ -34,7 +40,8 @@ def _fake(
         if bias is None
         else bias.new_empty(bias.shape if grad_bias else (0,))
     )
-    return loss, torch.empty_like(loss), dx, dw, db
+    predictions = _predictions_like(hidden, target, reduction, compute_predicted, compute_accuracy)
+    return loss, torch.empty_like(loss), dx, dw, db, *predictions
 
 
 def fused_linear_cross_entropy(
@@ -52,7 +59,9 @@ def fused_linear_cross_entropy(
     num_items_in_batch: torch.Tensor | int | float | None = None,
     chunk_size: int | None = None,
     accum_dtype: torch.dtype | None = None,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    return_token_accuracy: bool = False,
+    return_predicted_tokens: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor] | CrossEntropyOutput:
     """``tigon.ops.cross_entropy(hidden @ weight.T + bias, target, ...)`` without the logits.
 
     Args:
@@ -67,6 +76,12 @@ def fused_linear_cross_entropy(
         chunk_size: rows per chunk (default: chunk logits of at most 256 MiB).
         accum_dtype: dtype the weight gradient accumulates in across chunks: float32 (default)
             or the weight's dtype (less memory, less precise).
+        return_token_accuracy, return_predicted_tokens: as :func:`tigon.ops.cross_entropy`, of
+            the logits ``hidden @ weight.T + bias`` rounded to ``hidden``'s dtype (the training
+            loop's accuracy metric without logits).
+
+    Returns:
+        As :func:`tigon.ops.cross_entropy`.
     """
     _check_reduction(reduction, "fused_linear_cross_entropy", num_items_in_batch)
     h = hidden.reshape(-1, hidden.shape[-1])
@@ -84,11 +99,13 @@ def fused_linear_cross_entropy(
     if accum_dtype is not None and accum_dtype not in (torch.float32, w.dtype):
         raise ValueError(f"accum_dtype must be torch.float32 or {w.dtype}, got {accum_dtype}")
     accum_fp32 = accum_dtype is None or accum_dtype == torch.float32
-    loss, z_loss, *_ = torch.ops.tigon.fused_linear_cross_entropy_fwd(
+    loss, z_loss, *_, predicted, accuracy = torch.ops.tigon.fused_linear_cross_entropy_fwd(
         h, w, t, bias, ce_weight, _divisor(num_items_in_batch, hidden.device), int(ignore_index),
         reduction, float(label_smoothing), float(lse_square_scale),
         0.0 if softcap is None else float(softcap), int(chunk_size or 0), *flags, accum_fp32,
+        bool(return_predicted_tokens), bool(return_token_accuracy),
     )  # fmt: skip
-    if reduction == "none":
-        loss, z_loss = loss.view(hidden.shape[:-1]), z_loss.view(hidden.shape[:-1])
-    return (loss, z_loss) if return_z_loss else loss
+    return _result(
+        loss, z_loss, predicted, accuracy, hidden.shape[:-1], reduction, return_z_loss,
+        return_token_accuracy, return_predicted_tokens,
+    )  # fmt: skip
