@@ -63,12 +63,23 @@ TensorView flat(const at::Tensor& t, const char* op, const char* arg) {
   return to_view(t.view({-1}), op, arg);
 }
 
-// (loss, z_loss, lse, grad): grad is the fused gradient for upstream 1 when compute_grad and not
-// in_place, else an empty [0] tensor; with in_place it is written over the logits.
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(
-    const char* op, const CrossEntropyParams& params, const at::Tensor& logits,
-    const at::Tensor& target, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& divisor, bool compute_grad, bool in_place, Stream stream) {
+// What a forward returns besides the loss.
+struct Requested {
+  bool grad = false;
+  bool predicted = false;
+  bool accuracy = false;
+};
+
+using ForwardOutputs =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// (loss, z_loss, lse, grad, predicted, accuracy): grad is the fused gradient for upstream 1 when
+// requested and not in_place, else an empty [0] tensor (with in_place it is written over the
+// logits); predicted and accuracy are empty [0] tensors unless requested.
+ForwardOutputs forward(const char* op, const CrossEntropyParams& params, const at::Tensor& logits,
+                       const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                       const std::optional<at::Tensor>& divisor, Requested requested, bool in_place,
+                       Stream stream) {
   if (in_place) {
     TORCH_CHECK_VALUE(has_row_layout(logits),
                       argument_message(op, "logits",
@@ -82,44 +93,59 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forward(
     at::Tensor z_loss = at::empty_like(loss);
     const int64_t rows = in.target.numel();
     at::Tensor lse = at::empty({rows}, in.logits.options().dtype(at::kFloat));
-    at::Tensor grad = compute_grad && !in_place ? at::empty(in.logits.sizes(), in.logits.options())
-                                                : at::empty({0}, in.logits.options());
+    const bool grad_buffer = requested.grad && !in_place;
+    at::Tensor grad =
+        at::empty(grad_buffer ? in.logits.sizes() : at::IntArrayRef{0}, in.logits.options());
     TensorView grad_view{};
     if (in_place) {
       grad_view = in.views.logits;
-    } else if (compute_grad) {
+    } else if (requested.grad) {
       grad_view = to_view(grad, op, "grad_logits");
     }
+    CrossEntropyOutputs out{flat(loss, op, "loss"), flat(z_loss, op, "z_loss")};
+    at::Tensor predicted =
+        at::empty({requested.predicted ? rows : 0}, lse.options().dtype(at::kLong));
+    at::Tensor accuracy =
+        requested.accuracy ? at::empty_like(loss) : at::empty({0}, loss.options());
+    if (requested.predicted) out.predicted = to_view(predicted, op, "predicted");
+    if (requested.accuracy) out.accuracy = flat(accuracy, op, "accuracy");
     const at::Tensor ws =
         workspace_tensor(cross_entropy_fwd_workspace_size(params, in.views), in.logits);
-    tigon::cross_entropy_fwd(params, in.views, flat(loss, op, "loss"), flat(z_loss, op, "z_loss"),
-                             to_view(lse, op, "lse"), grad_view, to_workspace(ws), stream);
-    return std::make_tuple(std::move(loss), std::move(z_loss), std::move(lse), std::move(grad));
+    tigon::cross_entropy_fwd(params, in.views, out, to_view(lse, op, "lse"), grad_view,
+                             to_workspace(ws), stream);
+    return std::make_tuple(std::move(loss), std::move(z_loss), std::move(lse), std::move(grad),
+                           std::move(predicted), std::move(accuracy));
   });
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy_fwd(
-    const at::Tensor& logits, const at::Tensor& target, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& divisor, int64_t ignore_index, std::string_view reduction,
-    double label_smoothing, double lse_square_scale, double softcap, bool compute_grad) {
+ForwardOutputs cross_entropy_fwd(const at::Tensor& logits, const at::Tensor& target,
+                                 const std::optional<at::Tensor>& weight,
+                                 const std::optional<at::Tensor>& divisor, int64_t ignore_index,
+                                 std::string_view reduction, double label_smoothing,
+                                 double lse_square_scale, double softcap, bool compute_grad,
+                                 bool compute_predicted, bool compute_accuracy) {
   constexpr const char* op = "cross_entropy_fwd";
   const CudaContext context(logits);
   const CrossEntropyParams params =
       cross_entropy_params(ignore_index, reduction, label_smoothing, lse_square_scale, softcap, op);
-  return forward(op, params, logits, target, weight, divisor, compute_grad, false, context.stream);
+  return forward(op, params, logits, target, weight, divisor,
+                 {compute_grad, compute_predicted, compute_accuracy}, false, context.stream);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> cross_entropy_fwd_inplace(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cross_entropy_fwd_inplace(
     const at::Tensor& logits, const at::Tensor& target, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& divisor, int64_t ignore_index, std::string_view reduction,
-    double label_smoothing, double lse_square_scale, double softcap) {
+    double label_smoothing, double lse_square_scale, double softcap, bool compute_predicted,
+    bool compute_accuracy) {
   constexpr const char* op = "cross_entropy_fwd_inplace";
   const CudaContext context(logits);
   const CrossEntropyParams params =
       cross_entropy_params(ignore_index, reduction, label_smoothing, lse_square_scale, softcap, op);
-  auto [loss, z_loss, lse, unused] =
-      forward(op, params, logits, target, weight, divisor, true, true, context.stream);
-  return std::make_tuple(std::move(loss), std::move(z_loss), std::move(lse));
+  auto [loss, z_loss, lse, unused, predicted, accuracy] =
+      forward(op, params, logits, target, weight, divisor,
+              {true, compute_predicted, compute_accuracy}, true, context.stream);
+  return std::make_tuple(std::move(loss), std::move(z_loss), std::move(lse), std::move(predicted),
+                         std::move(accuracy));
 }
 
 at::Tensor cross_entropy_bwd(const at::Tensor& grad_loss, const at::Tensor& logits,
@@ -179,12 +205,16 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
   m.def(
       "cross_entropy_fwd(Tensor logits, Tensor target, Tensor? weight, Tensor? divisor, "
       "int ignore_index, str reduction, float label_smoothing, float lse_square_scale, "
-      "float softcap, bool compute_grad) -> (Tensor loss, Tensor z_loss, Tensor lse, Tensor grad)",
+      "float softcap, bool compute_grad, bool compute_predicted=False, "
+      "bool compute_accuracy=False) -> (Tensor loss, Tensor z_loss, Tensor lse, Tensor grad, "
+      "Tensor predicted, Tensor accuracy)",
       tags);
   m.def(
       "cross_entropy_fwd_inplace(Tensor(a!) logits, Tensor target, Tensor? weight, "
       "Tensor? divisor, int ignore_index, str reduction, float label_smoothing, "
-      "float lse_square_scale, float softcap) -> (Tensor loss, Tensor z_loss, Tensor lse)",
+      "float lse_square_scale, float softcap, bool compute_predicted=False, "
+      "bool compute_accuracy=False) -> (Tensor loss, Tensor z_loss, Tensor lse, "
+      "Tensor predicted, Tensor accuracy)",
       tags);
   m.def(
       "cross_entropy_bwd(Tensor grad_loss, Tensor logits, Tensor target, Tensor? weight, "

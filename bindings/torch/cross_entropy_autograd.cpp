@@ -33,16 +33,12 @@ using at::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-using FwdSignature = std::tuple<Tensor, Tensor, Tensor, Tensor>(const Tensor&, const Tensor&,
-                                                                const std::optional<Tensor>&,
-                                                                const std::optional<Tensor>&,
-                                                                int64_t, c10::string_view, double,
-                                                                double, double, bool);
-using FwdInplaceSignature = std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&,
-                                                               const std::optional<Tensor>&,
-                                                               const std::optional<Tensor>&,
-                                                               int64_t, c10::string_view, double,
-                                                               double, double);
+using FwdSignature = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>(
+    const Tensor&, const Tensor&, const std::optional<Tensor>&, const std::optional<Tensor>&,
+    int64_t, c10::string_view, double, double, double, bool, bool, bool);
+using FwdInplaceSignature = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>(
+    const Tensor&, const Tensor&, const std::optional<Tensor>&, const std::optional<Tensor>&,
+    int64_t, c10::string_view, double, double, double, bool, bool);
 using BwdSignature = Tensor(const Tensor&, const Tensor&, const Tensor&,
                             const std::optional<Tensor>&, const std::optional<Tensor>&,
                             const Tensor&, int64_t, c10::string_view, double, double, double);
@@ -72,12 +68,13 @@ struct CrossEntropyFwd : torch::autograd::Function<CrossEntropyFwd> {
                                const std::optional<Tensor>& weight,
                                const std::optional<Tensor>& divisor, int64_t ignore_index,
                                c10::string_view reduction, double label_smoothing,
-                               double lse_square_scale, double softcap, bool compute_grad) {
+                               double lse_square_scale, double softcap, bool compute_grad,
+                               bool compute_predicted, bool compute_accuracy) {
     static const auto fwd = op<FwdSignature>("tigon::cross_entropy_fwd");
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto [loss, z_loss, lse, grad] =
+    auto [loss, z_loss, lse, grad, predicted, accuracy] =
         fwd.call(logits, target, weight, divisor, ignore_index, reduction, label_smoothing,
-                 lse_square_scale, softcap, compute_grad);
+                 lse_square_scale, softcap, compute_grad, compute_predicted, compute_accuracy);
     const bool fused = compute_grad && reduction != "none";
     ctx->saved_data["fused"] = fused;
     ctx->saved_data["ignore_index"] = ignore_index;
@@ -92,13 +89,13 @@ struct CrossEntropyFwd : torch::autograd::Function<CrossEntropyFwd> {
       ctx->saved_data["weight"] = weight;
       ctx->saved_data["divisor"] = divisor;
     }
-    ctx->mark_non_differentiable({z_loss, lse, grad});
+    ctx->mark_non_differentiable({z_loss, lse, grad, predicted, accuracy});
     ctx->set_materialize_grads(false);  // no zero "gradient" of the gradient output
-    return {loss, z_loss, lse, grad};
+    return {loss, z_loss, lse, grad, predicted, accuracy};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list& grads) {
-    variable_list out(10);
+    variable_list out(12);
     const Tensor& grad_loss = grads[0];
     if (!grad_loss.defined()) return out;
     if (ctx->saved_data["fused"].toBool()) {
@@ -122,19 +119,21 @@ struct CrossEntropyFwdInplace : torch::autograd::Function<CrossEntropyFwdInplace
                                const std::optional<Tensor>& weight,
                                const std::optional<Tensor>& divisor, int64_t ignore_index,
                                c10::string_view reduction, double label_smoothing,
-                               double lse_square_scale, double softcap) {
+                               double lse_square_scale, double softcap, bool compute_predicted,
+                               bool compute_accuracy) {
     static const auto fwd = op<FwdInplaceSignature>("tigon::cross_entropy_fwd_inplace");
     at::AutoDispatchBelowAutograd below_autograd;  // ADInplaceOrView bumps the logits' version
-    auto [loss, z_loss, lse] = fwd.call(logits, target, weight, divisor, ignore_index, reduction,
-                                        label_smoothing, lse_square_scale, softcap);
+    auto [loss, z_loss, lse, predicted, accuracy] =
+        fwd.call(logits, target, weight, divisor, ignore_index, reduction, label_smoothing,
+                 lse_square_scale, softcap, compute_predicted, compute_accuracy);
     ctx->save_for_backward({logits});  // now the gradient for upstream 1
-    ctx->mark_non_differentiable({z_loss, lse});
+    ctx->mark_non_differentiable({z_loss, lse, predicted, accuracy});
     ctx->set_materialize_grads(false);  // no zero "gradient" of z_loss (an allocation and a fill)
-    return {loss, z_loss, lse};
+    return {loss, z_loss, lse, predicted, accuracy};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list& grads) {
-    variable_list out(9);
+    variable_list out(11);
     const Tensor& grad_loss = grads[0];
     if (!grad_loss.defined()) return out;
     Tensor grad = ctx->get_saved_variables()[0];

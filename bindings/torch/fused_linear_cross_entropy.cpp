@@ -20,7 +20,8 @@ namespace {
 constexpr const char* kOp = "fused_linear_cross_entropy_fwd";
 constexpr const char* kBwdOp = "fused_linear_cross_entropy_bwd";
 
-using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+using Outputs =
+    std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
 // Owns the (possibly copied or cast) tensors the views point into.
@@ -108,7 +109,8 @@ Outputs fused_linear_cross_entropy_fwd(
     const std::optional<at::Tensor>& divisor, const std::optional<at::Tensor>& token_scale,
     int64_t ignore_index, std::string_view reduction, double label_smoothing,
     double lse_square_scale, double softcap, bool use_token_scaling, int64_t chunk_rows,
-    bool grad_hidden, bool grad_weight, bool grad_bias, bool accum_fp32) {
+    bool grad_hidden, bool grad_weight, bool grad_bias, bool accum_fp32, bool compute_predicted,
+    bool compute_accuracy) {
   const CudaContext context(hidden);
   const FusedLinearCrossEntropyParams p =
       params_of(ignore_index, reduction, label_smoothing, lse_square_scale, softcap,
@@ -121,15 +123,21 @@ Outputs fused_linear_cross_entropy_fwd(
                           ? at::empty({in.target.numel()}, opts.dtype(at::kFloat))
                           : at::empty({}, opts.dtype(at::kFloat));
     at::Tensor z_loss = at::empty(loss.sizes(), loss.options());
+    CrossEntropyOutputs out{to_view(loss.view({-1}), kOp, "loss"),
+                            to_view(z_loss.view({-1}), kOp, "z_loss")};
+    at::Tensor predicted =
+        at::empty({compute_predicted ? in.target.numel() : 0}, opts.dtype(at::kLong));
+    at::Tensor accuracy =
+        at::empty(compute_accuracy ? loss.sizes() : at::IntArrayRef{0}, loss.options());
+    if (compute_predicted) out.predicted = to_view(predicted, kOp, "predicted");
+    if (compute_accuracy) out.accuracy = to_view(accuracy.view({-1}), kOp, "accuracy");
     GradBuffers g(in, grad_hidden, grad_weight, grad_bias, kOp);
     const auto ws_bytes = fused_linear_cross_entropy_workspace_size(p, in.views, g.views);
     at::Tensor ws = workspace_tensor(ws_bytes, in.hidden);
-    fused_linear_cross_entropy(p, in.views, to_view(loss.view({-1}), kOp, "loss"),
-                               to_view(z_loss.view({-1}), kOp, "z_loss"), g.views, to_workspace(ws),
-                               context.stream);
+    fused_linear_cross_entropy(p, in.views, out, g.views, to_workspace(ws), context.stream);
     ws.reset();  // back to the allocator before the bias rounding allocates
     g.finish_bias(in);
-    return std::make_tuple(loss, z_loss, g.dx, g.dw, g.db);
+    return std::make_tuple(loss, z_loss, g.dx, g.dw, g.db, predicted, accuracy);
   });
 }
 
@@ -175,8 +183,10 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
       "Tensor? class_weight, Tensor? divisor, Tensor? token_scale, int ignore_index, "
       "str reduction, float label_smoothing, float lse_square_scale, float softcap, "
       "bool use_token_scaling, int chunk_rows, "
-      "bool grad_hidden, bool grad_weight, bool grad_bias, bool accum_fp32) -> (Tensor loss, "
-      "Tensor z_loss, Tensor grad_hidden, Tensor grad_weight, Tensor grad_bias)",
+      "bool grad_hidden, bool grad_weight, bool grad_bias, bool accum_fp32, "
+      "bool compute_predicted=False, bool compute_accuracy=False) -> (Tensor loss, "
+      "Tensor z_loss, Tensor grad_hidden, Tensor grad_weight, Tensor grad_bias, "
+      "Tensor predicted, Tensor accuracy)",
       {at::Tag::pt2_compliant_tag});
   m.def(
       "fused_linear_cross_entropy_bwd(Tensor grad_loss, Tensor hidden, Tensor weight, "

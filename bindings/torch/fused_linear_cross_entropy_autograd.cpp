@@ -28,16 +28,17 @@ using at::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-using FwdSignature = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>(
+using FwdSignature = std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>(
     const Tensor&, const Tensor&, const Tensor&, const std::optional<Tensor>&,
     const std::optional<Tensor>&, const std::optional<Tensor>&, const std::optional<Tensor>&,
-    int64_t, c10::string_view, double, double, double, bool, int64_t, bool, bool, bool, bool);
+    int64_t, c10::string_view, double, double, double, bool, int64_t, bool, bool, bool, bool, bool,
+    bool);
 using BwdSignature = std::tuple<Tensor, Tensor, Tensor>(
     const Tensor&, const Tensor&, const Tensor&, const Tensor&, const std::optional<Tensor>&,
     const std::optional<Tensor>&, const std::optional<Tensor>&, const std::optional<Tensor>&,
     int64_t, c10::string_view, double, double, double, bool, int64_t, bool, bool, bool, bool);
 
-constexpr std::size_t kInputs = 18;  // the forward's arguments
+constexpr std::size_t kInputs = 20;  // the forward's arguments
 
 // The differentiable inputs, their position in the schema (also their autograd edge: hidden,
 // weight and target are always tensors, and the bias comes next) and the key of their stashed
@@ -61,13 +62,14 @@ struct FusedLinearCrossEntropyFwd : torch::autograd::Function<FusedLinearCrossEn
                                c10::string_view reduction, double label_smoothing,
                                double lse_square_scale, double softcap, bool use_token_scaling,
                                int64_t chunk_rows, bool grad_hidden, bool grad_weight,
-                               bool grad_bias, bool accum_fp32) {
+                               bool grad_bias, bool accum_fp32, bool compute_predicted,
+                               bool compute_accuracy) {
     static const auto fwd = op<FwdSignature>("tigon::fused_linear_cross_entropy_fwd");
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto [loss, z_loss, dx, dw, db] =
-        fwd.call(hidden, weight, target, bias, class_weight, divisor, token_scale, ignore_index,
-                 reduction, label_smoothing, lse_square_scale, softcap, use_token_scaling,
-                 chunk_rows, grad_hidden, grad_weight, grad_bias, accum_fp32);
+    auto [loss, z_loss, dx, dw, db, predicted, accuracy] = fwd.call(
+        hidden, weight, target, bias, class_weight, divisor, token_scale, ignore_index, reduction,
+        label_smoothing, lse_square_scale, softcap, use_token_scaling, chunk_rows, grad_hidden,
+        grad_weight, grad_bias, accum_fp32, compute_predicted, compute_accuracy);
     const bool recompute = reduction == "none";
     ctx->saved_data["recompute"] = recompute;
     if (recompute) {
@@ -88,9 +90,9 @@ struct FusedLinearCrossEntropyFwd : torch::autograd::Function<FusedLinearCrossEn
         if (wanted[i]) stash_forward_grad(ctx, kGradInputs[i].key, *grads[i]);
       }
     }
-    ctx->mark_non_differentiable({z_loss, dx, dw, db});
+    ctx->mark_non_differentiable({z_loss, dx, dw, db, predicted, accuracy});
     ctx->set_materialize_grads(false);  // no zero "gradients" of the dx/dw/db outputs
-    return {loss, z_loss, dx, dw, db};
+    return {loss, z_loss, dx, dw, db, predicted, accuracy};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list& grads) {

@@ -54,13 +54,20 @@ float weight_total(const CrossEntropyArgs& a) {
   return lane_sum(a.vocab, [&](std::int64_t j) { return class_weight(a, j); });
 }
 
-template <typename T>
-math::OnlineLse row_lse(const CrossEntropyArgs& a, const T* x, std::int64_t y) {
+// A row's online state, and with kArgmax its argmax, from one pass over the row.
+struct RowState {
+  math::OnlineLse lse;
+  math::Argmax<std::int64_t> best;
+};
+
+template <typename T, bool kArgmax>
+RowState row_state(const CrossEntropyArgs& a, const T* x, std::int64_t y) {
   const float softcap = a.params.softcap;
   const float inv = softcap > 0.0f ? 1.0f / softcap : 0.0f;
   const bool smoothing = a.params.label_smoothing != 0.0f;
   // 16 interleaved partial states, merged in lane order: a fixed order, vectorizable.
   math::OnlineLse lanes[kLanes];
+  math::Argmax<std::int64_t> best[kLanes];
   for (std::int64_t j0 = 0; j0 < a.vocab; j0 += kLanes) {
     for (int l = 0; l < kLanes && j0 + l < a.vocab; ++l) {
       const std::int64_t j = j0 + l;
@@ -70,11 +77,16 @@ math::OnlineLse row_lse(const CrossEntropyArgs& a, const T* x, std::int64_t y) {
       one.sum = j == y ? 0.0f : 1.0f;  // the target's term is added by ce_target_terms
       one.weighted_sum = smoothing ? class_weight(a, j) * c : 0.0f;
       lanes[l].merge(one);
+      if constexpr (kArgmax) best[l].add(c, j);
     }
   }
-  for (int width = kLanes / 2; width > 0; width /= 2)
-    for (int l = 0; l < width; ++l) lanes[l].merge(lanes[l + width]);
-  return lanes[0];
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) {
+      lanes[l].merge(lanes[l + width]);
+      if constexpr (kArgmax) best[l].merge(best[l + width]);
+    }
+  }
+  return {lanes[0], best[0]};
 }
 
 // Writes row `row`'s gradient for the given scales a, b (times any upstream gradient).
@@ -100,14 +112,20 @@ void row_grad(const CrossEntropyArgs& a, std::int64_t row, const T* x, float lse
   }
 }
 
-template <typename T>
-void rows(const CrossEntropyArgs& a, const CeScales& s, float* row_ce, float* row_z) {
+template <typename T, bool kArgmax>
+void rows(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms) {
   const float wt = s.weight_total;
   const CrossEntropyParams& p = a.params;
   parallel_for(a.rows, 2 * a.vocab, [&](std::int64_t row) {
     const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
     const std::int64_t y = a.target[row];
-    const math::OnlineLse st = row_lse(a, x, y);
+    const RowState state = row_state<T, kArgmax>(a, x, y);
+    const math::OnlineLse& st = state.lse;
+    if constexpr (kArgmax) {
+      const std::int64_t pred = math::ce_prediction(state.best.index, ignored(a, row));
+      if (a.predicted) a.predicted[row] = pred;
+      if (a.accuracy) terms.hit[row] = pred == y ? 1.0f : 0.0f;
+    }
     float lse = st.lse();
     float ce = 0.0f, z = 0.0f, one_minus_p_y = -1.0f, grad_factor = 1.0f;
     if (!ignored(a, row)) {
@@ -127,30 +145,35 @@ void rows(const CrossEntropyArgs& a, const CeScales& s, float* row_ce, float* ro
       grad_factor = scale * upstream(a, row);
     }
     if (a.lse) a.lse[row] = lse;
-    row_ce[row] = ce;
-    row_z[row] = z;
+    terms.ce[row] = ce;
+    terms.z[row] = z;
     if (a.grad) {
       row_grad(a, row, x, lse, wt, s.a * grad_factor, s.b * grad_factor, one_minus_p_y);
     }
   });
 }
 
-void finish(const CrossEntropyArgs& a, const CeScales& s, const float* row_ce, const float* row_z) {
+void finish(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms t) {
   if (a.params.reduction == Reduction::kNone) {
     for (std::int64_t i = 0; i < a.rows; ++i) {
-      a.loss[i] = row_ce[i] + row_z[i];
-      if (a.z_loss) a.z_loss[i] = row_z[i];
+      a.loss[i] = t.ce[i] + t.z[i];
+      if (a.z_loss) a.z_loss[i] = t.z[i];
+      if (a.accuracy) a.accuracy[i] = t.hit[i];
     }
     return;
   }
   // In float64, rounded once: as the denominators (cross_entropy_scales).
   const auto ce_sum =
-      static_cast<float>(lane_sum<double>(a.rows, [&](std::int64_t i) { return row_ce[i]; }));
+      static_cast<float>(lane_sum<double>(a.rows, [&](std::int64_t i) { return t.ce[i]; }));
   const auto z_sum =
-      static_cast<float>(lane_sum<double>(a.rows, [&](std::int64_t i) { return row_z[i]; }));
+      static_cast<float>(lane_sum<double>(a.rows, [&](std::int64_t i) { return t.z[i]; }));
   const float z_total = z_sum * s.b;
   a.loss[0] = ce_sum * s.a + z_total;
   if (a.z_loss) a.z_loss[0] = z_total;
+  if (a.accuracy) {
+    const double hits = lane_sum<double>(a.rows, [&](std::int64_t i) { return t.hit[i]; });
+    a.accuracy[0] = math::ce_accuracy(hits, s.count);
+  }
 }
 
 template <typename T>
@@ -173,7 +196,7 @@ void dispatch_logits(DType dtype, F&& f) {
 }  // namespace
 
 std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs& a, bool forward) {
-  return forward ? static_cast<std::size_t>(2 * a.rows) * sizeof(float) : 0;
+  return forward ? static_cast<std::size_t>(3 * a.rows) * sizeof(float) : 0;
 }
 
 // The reduction's denominators and scales (header formula). The denominators are summed in
@@ -199,21 +222,26 @@ CeScales cross_entropy_scales(const CrossEntropyArgs& a) {
   return s;
 }
 
-void cross_entropy_rows(const CrossEntropyArgs& a, const CeScales& s, float* row_ce, float* row_z) {
-  dispatch_logits(a.logits_dtype, [&]<typename T>() { rows<T>(a, s, row_ce, row_z); });
+void cross_entropy_rows(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms) {
+  dispatch_logits(a.logits_dtype, [&]<typename T>() {
+    if (a.predicts()) {
+      rows<T, true>(a, s, terms);
+    } else {
+      rows<T, false>(a, s, terms);
+    }
+  });
 }
 
-void cross_entropy_finish(const CrossEntropyArgs& a, const CeScales& s, const float* row_ce,
-                          const float* row_z) {
-  finish(a, s, row_ce, row_z);
+void cross_entropy_finish(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms) {
+  finish(a, s, terms);
 }
 
 void cross_entropy_fwd(const detail::CrossEntropyArgs& a) {
   const CeScales s = cross_entropy_scales(a);
-  float* row_ce = static_cast<float*>(a.workspace);
-  float* row_z = row_ce + a.rows;
-  cross_entropy_rows(a, s, row_ce, row_z);
-  finish(a, s, row_ce, row_z);
+  auto* ws = static_cast<float*>(a.workspace);
+  const detail::RowTerms terms{ws, ws + a.rows, ws + 2 * a.rows};
+  cross_entropy_rows(a, s, terms);
+  finish(a, s, terms);
 }
 
 void cross_entropy_bwd(const detail::CrossEntropyArgs& a) {

@@ -20,11 +20,10 @@ using math::from_float;
 using math::to_float;
 
 struct Workspace {
-  void* logits;    // [chunk, V] in the activations' dtype
-  float* row_ce;   // [N]
-  float* row_z;    // [N]
-  float* dbias;    // [V] float32 accumulator
-  float* dweight;  // rows [0, R) of a 16-bit dweight accumulated in float32 (dweight_fp32)
+  void* logits;          // [chunk, V] in the activations' dtype
+  detail::RowTerms row;  // [N] each
+  float* dbias;          // [V] float32 accumulator
+  float* dweight;        // rows [0, R) of a 16-bit dweight accumulated in float32 (dweight_fp32)
 };
 
 std::size_t align(std::size_t b) { return (b + 63) / 64 * 64; }
@@ -34,10 +33,14 @@ Workspace carve(const FlceArgs& a) {
   Workspace w{};
   w.logits = p;
   p += align(static_cast<std::size_t>(a.chunk_rows * a.ce.vocab) * element_size(a.dtype));
-  w.row_ce = reinterpret_cast<float*>(p);
-  p += align(sizeof(float) * a.ce.rows);
-  w.row_z = reinterpret_cast<float*>(p);
-  p += align(sizeof(float) * a.ce.rows);
+  const auto take_rows = [&] {
+    auto* terms = reinterpret_cast<float*>(p);
+    p += align(sizeof(float) * a.ce.rows);
+    return terms;
+  };
+  w.row.ce = take_rows();
+  w.row.z = take_rows();
+  w.row.hit = take_rows();
   w.dbias = reinterpret_cast<float*>(p);
   p += align(sizeof(float) * a.ce.vocab);
   w.dweight = reinterpret_cast<float*>(p);
@@ -75,7 +78,7 @@ void run(const FlceArgs& a) {
       }
     });
     const detail::CrossEntropyArgs c = detail::chunk_args(a, r0, rows, logits);
-    cross_entropy_rows(c, scales, ws.row_ce + r0, ws.row_z + r0);
+    cross_entropy_rows(c, scales, ws.row.offset(r0));
     if (!a.needs_grad()) continue;
     const T* dl = logits;
     if (a.grad_hidden) {  // dx_c = round_T(dL @ w)
@@ -130,7 +133,7 @@ void run(const FlceArgs& a) {
         static_cast<G*>(a.grad_bias)[j] = from_float<G>(ws.dbias[j]);
     });
   }
-  if (a.ce.loss) cross_entropy_finish(a.ce, scales, ws.row_ce, ws.row_z);  // not in a backward
+  if (a.ce.loss) cross_entropy_finish(a.ce, scales, ws.row);  // not in a backward
 }
 
 }  // namespace
@@ -139,7 +142,7 @@ std::size_t fused_linear_cross_entropy_workspace_size(const FlceArgs& a) {
   const std::size_t dweight =
       a.dweight_fp32 ? detail::dweight_split(a.ce.vocab, a.hidden_size).low_floats() : 0;
   return align(static_cast<std::size_t>(a.chunk_rows * a.ce.vocab) * element_size(a.dtype)) +
-         2 * align(sizeof(float) * a.ce.rows) + align(sizeof(float) * a.ce.vocab) +
+         3 * align(sizeof(float) * a.ce.rows) + align(sizeof(float) * a.ce.vocab) +
          sizeof(float) * dweight;
 }
 

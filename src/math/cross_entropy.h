@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "math/host_device.h"
 
@@ -159,5 +160,42 @@ TIGON_HD float ce_token_scale(float given, bool by_target_prob, float c_y, float
 
 // 1 / d, and 0 when d == 0 (all-ignored batches: 0, not NaN).
 TIGON_HD float safe_reciprocal(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+
+// Whether class `index` with capped logit `value` precedes the best so far in a row's argmax, as
+// torch.argmax orders them: a NaN above every number, the larger value, and among equals (NaNs
+// included) the smaller index. A strict total order on (value, index), so partial argmaxes merged
+// in any order pick the same class.
+template <typename Index>
+TIGON_HD bool argmax_better(float value, Index index, float best_value, Index best_index) {
+  const bool nan = std::isnan(value), best_nan = std::isnan(best_value);
+  if (nan || best_nan) return nan && (!best_nan || index < best_index);
+  return value > best_value || (value == best_value && index < best_index);
+}
+
+// A part of a row's argmax: its best class so far in argmax_better's order (index: none yet, so
+// that any class precedes it).
+template <typename Index>
+struct Argmax {
+  float value = -INFINITY;
+  Index index = std::numeric_limits<Index>::max();
+
+  TIGON_HD void add(float v, Index i) {
+    if (argmax_better(v, i, value, index)) {
+      value = v;
+      index = i;
+    }
+  }
+  TIGON_HD void merge(const Argmax& o) { add(o.value, o.index); }
+};
+
+// The predicted class of a row for the token accuracy: -1 for an ignored row.
+TIGON_HD std::int64_t ce_prediction(std::int64_t argmax, bool ignored) {
+  return ignored ? -1 : argmax;
+}
+
+// Token accuracy of `hits` correct predictions among `count` non-ignored rows (0 without any).
+TIGON_HD float ce_accuracy(double hits, double count) {
+  return count != 0.0 ? static_cast<float>(hits / count) : 0.0f;
+}
 
 }  // namespace tigon::math

@@ -134,18 +134,36 @@ std::int64_t loss_numel(const CrossEntropyArgs& a) {
   return a.params.reduction == Reduction::kNone ? a.rows : 1;
 }
 
-void check_workspace(const char* op, Workspace ws, std::size_t needed) {
-  TIGON_CHECK_ARG(ws.bytes >= needed && (needed == 0 || ws.data != nullptr), op, "workspace",
-                  "at least " + std::to_string(needed) + " bytes (the workspace_size query)",
-                  std::to_string(ws.bytes) + " bytes");
-}
-
 std::size_t workspace_size(const CrossEntropyArgs& a, Device device, bool forward) {
   return device.type == DeviceType::kCUDA ? cuda::cross_entropy_workspace_size(a, forward)
                                           : cpu::cross_entropy_workspace_size(a, forward);
 }
 
 }  // namespace
+
+namespace detail {
+
+void set_loss_outputs(const char* op, const CrossEntropyOutputs& out, Device device,
+                      CrossEntropyArgs& a) {
+  const std::int64_t n = loss_numel(a);
+  const std::string shape = loss_shape(a);
+  a.loss = float_buffer(op, "loss", out.loss, device, n, shape);
+  if (out.z_loss.defined()) a.z_loss = float_buffer(op, "z_loss", out.z_loss, device, n, shape);
+  if (out.accuracy.defined()) {
+    a.accuracy = float_buffer(op, "accuracy", out.accuracy, device, n, shape);
+  }
+  if (out.predicted.defined()) {
+    check_device(op, "predicted", out.predicted, device, "the logits' device");
+    check_dtype(op, "predicted", out.predicted.dtype, DType::kInt64);
+    const std::int64_t got = contiguous_numel(op, "predicted", out.predicted);
+    TIGON_CHECK_ARG(got == a.rows, op, "predicted",
+                    std::to_string(a.rows) + " elements (one per row)",
+                    shape_string(out.predicted));
+    a.predicted = static_cast<std::int64_t*>(out.predicted.data);
+  }
+}
+
+}  // namespace detail
 
 const char* reduction_name(Reduction reduction) noexcept {
   switch (reduction) {
@@ -169,22 +187,19 @@ std::size_t cross_entropy_bwd_workspace_size(const CrossEntropyParams& params,
 }
 
 void cross_entropy_fwd(const CrossEntropyParams& params, const CrossEntropyInputs& inputs,
-                       const TensorView& loss, const TensorView& z_loss, const TensorView& lse,
+                       const CrossEntropyOutputs& outputs, const TensorView& lse,
                        const TensorView& grad_logits, Workspace workspace, Stream stream) {
   constexpr const char* op = "cross_entropy_fwd";
   CrossEntropyArgs a = checked_inputs(op, params, inputs);
   const Device device = inputs.logits.device;
-  a.loss = float_buffer(op, "loss", loss, device, loss_numel(a), loss_shape(a));
-  if (z_loss.defined()) {
-    a.z_loss = float_buffer(op, "z_loss", z_loss, device, loss_numel(a), loss_shape(a));
-  }
+  detail::set_loss_outputs(op, outputs, device, a);
   if (lse.defined()) {
     a.lse = float_buffer(op, "lse", lse, device, a.rows,
                          std::to_string(a.rows) + " elements (one per row)");
   }
   if (grad_logits.defined()) check_grad(op, inputs, a, grad_logits);
   const std::size_t needed = workspace_size(a, device, true);
-  check_workspace(op, workspace, needed);
+  detail::check_workspace(op, workspace, needed, "cross_entropy_fwd_workspace_size");
   a.workspace = workspace.data;
   a.workspace_bytes = workspace.bytes;
   if (device.type == DeviceType::kCUDA) {
@@ -206,7 +221,7 @@ void cross_entropy_bwd(const CrossEntropyParams& params, const CrossEntropyInput
   TIGON_CHECK_ARG(grad_logits.defined(), op, "grad_logits", "a tensor", "none");
   check_grad(op, inputs, a, grad_logits);
   const std::size_t needed = workspace_size(a, device, false);
-  check_workspace(op, workspace, needed);
+  detail::check_workspace(op, workspace, needed, "cross_entropy_bwd_workspace_size");
   a.workspace = workspace.data;
   a.workspace_bytes = workspace.bytes;
   if (a.rows == 0) return;

@@ -25,7 +25,9 @@ struct CrossEntropyArgs {
   // Forward outputs (loss is required; the others may be null).
   float* loss = nullptr;
   float* z_loss = nullptr;
-  float* lse = nullptr;  // forward: written if non-null; backward: read
+  float* lse = nullptr;               // forward: written if non-null; backward: read
+  std::int64_t* predicted = nullptr;  // forward: [rows] argmax (-1 ignored), if non-null
+  float* accuracy = nullptr;          // forward: [rows] hits (kNone) or the token accuracy
   // The gradient (forward: optional, for upstream 1; backward: required). May equal logits.
   void* grad = nullptr;
   std::int64_t grad_row_stride = 0;
@@ -40,7 +42,14 @@ struct CrossEntropyArgs {
   bool token_scale_by_target_prob = false;
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+
+  bool predicts() const { return predicted != nullptr || accuracy != nullptr; }
 };
+
+// The forward's outputs (CrossEntropyOutputs) for the rows and reduction of `a`, validated on
+// `device` and set in `a`; errors name `op`'s arguments.
+void set_loss_outputs(const char* op, const CrossEntropyOutputs& outputs, Device device,
+                      CrossEntropyArgs& a);
 
 // grad *= scale[0] (skipped when scale[0] == 1).
 struct ScaleGradArgs {
@@ -53,14 +62,26 @@ struct ScaleGradArgs {
 };
 
 // Workspace layout shared by both backends, in floats: [0, 4) the denominators and scales
-// (CeScales), then per-row cross-entropy and z-loss terms (forward only), then float32 class
-// weights (CUDA only).
+// (CeScales), then per-row cross-entropy and z-loss terms and hits (forward only), then float32
+// class weights (CUDA only).
 struct CeScales {
   float weight_sum;           // W_ce: sum of w_y over non-ignored rows
   float count;                // n: non-ignored rows
   float a;                    // scale of the cross-entropy terms (1/W_ce, 1/d or 1)
   float b;                    // scale of the z-loss terms (1/n, 1/d or 1)
   float weight_total = 0.0f;  // W: sum of all class weights (vocab without weights)
+};
+
+// Where the forward's per-row results go (workspace arrays of `rows` floats): cross-entropy and
+// z-loss terms, and the hits [pred_i == y] (written when the token accuracy is asked for).
+struct RowTerms {
+  float* ce = nullptr;
+  float* z = nullptr;
+  float* hit = nullptr;
+
+  RowTerms offset(std::int64_t rows) const {
+    return {ce + rows, z + rows, hit ? hit + rows : nullptr};
+  }
 };
 
 // The CUDA kernels index classes within a row in 32 bits (rows: 64-bit), with headroom for the
@@ -83,12 +104,12 @@ void cross_entropy_scale_grad(const detail::ScaleGradArgs& args);
 
 // Building blocks of the fused linear cross-entropy: the reduction's scales over all rows; the
 // rows of `args` (a chunk: its pointers and row count) with those scales, per-row terms into
-// row_ce / row_z and the gradient (if args.grad) for upstream 1; the final reduction.
+// `terms`, args.predicted and the gradient (if args.grad) for upstream 1; the final reduction.
 detail::CeScales cross_entropy_scales(const detail::CrossEntropyArgs& args);
 void cross_entropy_rows(const detail::CrossEntropyArgs& args, const detail::CeScales& scales,
-                        float* row_ce, float* row_z);
+                        detail::RowTerms terms);
 void cross_entropy_finish(const detail::CrossEntropyArgs& args, const detail::CeScales& scales,
-                          const float* row_ce, const float* row_z);
+                          detail::RowTerms terms);
 }  // namespace tigon::cpu
 
 namespace tigon::cuda {

@@ -175,10 +175,8 @@ float* loss_sized(const char* arg, const TensorView& t, const FlceArgs& a, Devic
 }
 
 void run(FlceArgs& a, Device device, Workspace workspace, Stream stream, void* cublas_handle) {
-  const std::size_t needed = workspace_for(a, device);
-  TIGON_CHECK_ARG(workspace.bytes >= needed && (needed == 0 || workspace.data), kOp, "workspace",
-                  "at least " + std::to_string(needed) + " bytes",
-                  std::to_string(workspace.bytes) + " bytes");
+  detail::check_workspace(kOp, workspace, workspace_for(a, device),
+                          "fused_linear_cross_entropy_workspace_size");
   a.workspace = workspace.data;
   a.workspace_bytes = workspace.bytes;
   a.cublas_handle = cublas_handle;
@@ -203,13 +201,13 @@ std::size_t fused_linear_cross_entropy_workspace_size(const FusedLinearCrossEntr
 }
 
 void fused_linear_cross_entropy(const FusedLinearCrossEntropyParams& params,
-                                const FusedLinearCrossEntropyInputs& inputs, const TensorView& loss,
-                                const TensorView& z_loss, const FusedLinearCrossEntropyGrads& grads,
-                                Workspace workspace, Stream stream, void* cublas_handle) {
+                                const FusedLinearCrossEntropyInputs& inputs,
+                                const CrossEntropyOutputs& outputs,
+                                const FusedLinearCrossEntropyGrads& grads, Workspace workspace,
+                                Stream stream, void* cublas_handle) {
   FlceArgs a = checked(params, inputs, grads);
   const Device device = inputs.hidden.device;
-  a.ce.loss = loss_sized("loss", loss, a, device);
-  if (z_loss.defined()) a.ce.z_loss = loss_sized("z_loss", z_loss, a, device);
+  detail::set_loss_outputs(kOp, outputs, device, a.ce);
   run(a, device, workspace, stream, cublas_handle);
 }
 

@@ -55,9 +55,11 @@ inline CrossEntropyArgs chunk_args(const FlceArgs& a, std::int64_t r0, std::int6
   c.grad_row_stride = a.ce.vocab;
   c.lse = nullptr;
   if (a.ce.token_scale) c.token_scale = a.ce.token_scale + r0;
+  if (a.ce.predicted) c.predicted = a.ce.predicted + r0;
   if (c.params.reduction == Reduction::kNone) {  // per-row outputs and upstream
     if (a.ce.loss) c.loss = a.ce.loss + r0;
     if (a.ce.z_loss) c.z_loss = a.ce.z_loss + r0;
+    if (a.ce.accuracy) c.accuracy = a.ce.accuracy + r0;
     if (a.ce.grad_loss) c.grad_loss = a.ce.grad_loss + r0;
   }
   return c;

@@ -156,10 +156,10 @@ class CrossEntropy {
     const CrossEntropyInputs in = inputs(x.view());
     std::vector<std::uint8_t> ws(tigon::cross_entropy_fwd_workspace_size(pr_.p, in) + 1);
     TensorView grad = with_grad ? (in_place ? x.view() : r.grad.view()) : TensorView{};
-    tigon::cross_entropy_fwd(pr_.p, in, view1d(r.loss.data(), DType::kFloat32, nl),
-                             view1d(r.z.data(), DType::kFloat32, nl),
-                             view1d(r.lse.data(), DType::kFloat32, pr_.n), grad,
-                             Workspace{ws.data(), ws.size()});
+    tigon::cross_entropy_fwd(
+        pr_.p, in,
+        {view1d(r.loss.data(), DType::kFloat32, nl), view1d(r.z.data(), DType::kFloat32, nl)},
+        view1d(r.lse.data(), DType::kFloat32, pr_.n), grad, Workspace{ws.data(), ws.size()});
     if (in_place) r.grad = x;
     return r;
   }
@@ -376,7 +376,7 @@ TEST(CrossEntropy, StridedRowsAndEmptyBatch) {
   float loss = 0;
   const CrossEntropyInputs in = ce.inputs(wide.view());
   std::vector<std::uint8_t> ws(tigon::cross_entropy_fwd_workspace_size(CrossEntropyParams{}, in));
-  tigon::cross_entropy_fwd(CrossEntropyParams{}, in, view1d(&loss, DType::kFloat32, 1), {}, {}, {},
+  tigon::cross_entropy_fwd(CrossEntropyParams{}, in, {view1d(&loss, DType::kFloat32, 1)}, {}, {},
                            Workspace{ws.data(), ws.size()});
   EXPECT_EQ(loss, dense.loss[0]);
 
@@ -385,7 +385,7 @@ TEST(CrossEntropy, StridedRowsAndEmptyBatch) {
   e.logits = empty.view();
   e.target = view1d(nullptr, DType::kInt64, 0);
   float l = -1;
-  tigon::cross_entropy_fwd(CrossEntropyParams{}, e, view1d(&l, DType::kFloat32, 1), {}, {}, {},
+  tigon::cross_entropy_fwd(CrossEntropyParams{}, e, {view1d(&l, DType::kFloat32, 1)}, {}, {},
                            Workspace{});
   EXPECT_EQ(l, 0.0f);
 }
@@ -425,7 +425,7 @@ TEST(CrossEntropyErrors, NameTheArgument) {
   float loss[16];
   std::vector<std::uint8_t> ws(4096);
   auto run = [&](const CrossEntropyParams& p, const CrossEntropyInputs& i, std::int64_t nl) {
-    tigon::cross_entropy_fwd(p, i, view1d(loss, DType::kFloat32, nl), {}, {}, {},
+    tigon::cross_entropy_fwd(p, i, {view1d(loss, DType::kFloat32, nl)}, {}, {},
                              Workspace{ws.data(), ws.size()});
   };
   auto expect_error = [&](auto&& f, const std::string& arg) {

@@ -91,9 +91,9 @@ struct Flce {
     std::vector<unsigned char> ws(tigon::fused_linear_cross_entropy_workspace_size(params, in, g));
     const Workspace wsv{ws.data(), ws.size()};
     if (upstream == nullptr) {
-      tigon::fused_linear_cross_entropy(params, in, loss, {}, g, wsv);
+      tigon::fused_linear_cross_entropy(params, in, {loss}, g, wsv);
     } else {
-      tigon::fused_linear_cross_entropy(params, in, loss, {}, {}, wsv);
+      tigon::fused_linear_cross_entropy(params, in, {loss}, {}, wsv);
       std::vector<float> up = *upstream;
       EXPECT_EQ(ws.size(), tigon::fused_linear_cross_entropy_bwd_workspace_size(params, in, g));
       tigon::fused_linear_cross_entropy_bwd(params, in, vec(up.data(), DType::kFloat32, up.size()),
@@ -125,11 +125,11 @@ struct Flce {
     Result r;
     std::vector<float> reduced(loss_numel()), per_row(n), lse(n);
     std::vector<unsigned char> ws(tigon::cross_entropy_fwd_workspace_size(params.ce, in));
-    tigon::cross_entropy_fwd(params.ce, in, vec(reduced.data(), DType::kFloat32, loss_numel()), {},
+    tigon::cross_entropy_fwd(params.ce, in, {vec(reduced.data(), DType::kFloat32, loss_numel())},
                              {}, grad.view(), Workspace{ws.data(), ws.size()});
     tigon::CrossEntropyParams none = params.ce;
     none.reduction = Reduction::kNone;
-    tigon::cross_entropy_fwd(none, in, vec(per_row.data(), DType::kFloat32, n), {},
+    tigon::cross_entropy_fwd(none, in, {vec(per_row.data(), DType::kFloat32, n)},
                              vec(lse.data(), DType::kFloat32, n), {},
                              Workspace{ws.data(), ws.size()});
     std::vector<double> t(n, 1.0), f(n, 1.0);
@@ -306,8 +306,8 @@ TEST(FusedLinearCrossEntropyErrors, NameTheArgument) {
   in.token_scale = vec(scale.data(), DType::kFloat32, f.n + 1);
   expect_error(
       [&] {
-        tigon::fused_linear_cross_entropy(f.params, in, vec(loss.data(), DType::kFloat32, f.n), {},
-                                          g, wsv);
+        tigon::fused_linear_cross_entropy(f.params, in, {vec(loss.data(), DType::kFloat32, f.n)}, g,
+                                          wsv);
       },
       ErrorCode::kInvalidArgument, "token_scale", "shape [11]");
   in.token_scale = vec(scale.data(), DType::kFloat16, f.n);
@@ -358,7 +358,7 @@ struct DweightCase {
     g.weight = dw.view();
     std::vector<unsigned char> ws(tigon::fused_linear_cross_entropy_workspace_size(p, in, g));
     float loss = 0;
-    tigon::fused_linear_cross_entropy(p, in, vec(&loss, DType::kFloat32, 1), {}, g,
+    tigon::fused_linear_cross_entropy(p, in, {vec(&loss, DType::kFloat32, 1)}, g,
                                       Workspace{ws.data(), ws.size()});
     HostTensor rounded(dtype, {v, h});
     std::vector<std::uint32_t> bits;

@@ -3,11 +3,13 @@
 // unaligned and strided rows), in-place gradients, the recompute backward with a per-row upstream,
 // scale_grad, all-ignored batches, large rows, and bitwise determinism run to run; the one-read
 // slice kernel (clusters of 1-8 CTAs a row) at and around its size thresholds, with every option,
-// and a check that it is the path taken. Without a CUDA device every test reports SKIPPED (but
-// the slice planner's, which needs none).
+// and a check that it is the path taken; the predictions and token accuracy on every one of those
+// shapes, with ties within and across CTAs, NaN rows and softcap-saturated ties. Without a CUDA
+// device every test reports SKIPPED (but the slice planner's, which needs none).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -57,10 +59,20 @@ struct Case {
   std::vector<std::int64_t> targets;  // targets of the first non-ignored rows (else random)
   int cluster = -1;  // expected slice-kernel cluster on sm_90 (0: the row kernel; -1: unchecked)
   bool nan_after_neg_inf = false;  // row 1 starts with seven -inf logits, then a NaN
+  bool ties = false;               // rows 1, 2, 3, 5 with the argmax cases of TieClasses
+};
+
+// Where the deliberate argmax cases put their classes: t0 in the first slice of a row, t1 and t2
+// in the last (for clusters of two CTAs, the second CTA).
+struct TieClasses {
+  std::int64_t t0, t1, t2;
+  explicit TieClasses(std::int64_t v)
+      : t0(std::min<std::int64_t>(5, v - 3)), t1(v - v / 4), t2(v - 1) {}
 };
 
 struct Outputs {
-  std::vector<float> loss, z, lse;
+  std::vector<float> loss, z, lse, accuracy;
+  std::vector<std::int64_t> predicted;
   HostTensor grad;
   Outputs(DType d, std::int64_t n, std::int64_t v, std::int64_t stride) : grad(d, {n, v}, stride) {}
 };
@@ -84,6 +96,34 @@ class Problem {
       for (std::int64_t j = 0; j < 7; ++j) x_.set(1, j, -INFINITY);
       x_.set(1, 7, NAN);
     }
+    if (c.ties) add_ties();
+  }
+
+  // Row 1: a three-way tie (t0 wins; a hit). Row 2: a tie within the last slice (t1 wins; the
+  // target t2 misses). Row 3: NaNs at t2 and t1 after a huge t0 (t1 wins; a hit). Row 5: t0 and
+  // t1 equal once soft-capped (tanh saturates; else t1 wins), the target t0.
+  void add_ties() {
+    const TieClasses t(c_.v);
+    const auto row = [&](std::int64_t i, std::int64_t target, auto&& set) {
+      if (i >= c_.n) return;
+      set(i);
+      if (!c_.all_ignored) y_[i] = target;
+    };
+    row(1, t.t0, [&](std::int64_t i) {
+      for (std::int64_t j : {t.t0, t.t1, t.t2}) x_.set(i, j, 40.0f);
+    });
+    row(2, t.t2, [&](std::int64_t i) {
+      for (std::int64_t j : {t.t1, t.t2}) x_.set(i, j, 40.0f);
+    });
+    row(3, t.t1, [&](std::int64_t i) {
+      x_.set(i, t.t0, 1e4f);
+      x_.set(i, t.t2, NAN);
+      x_.set(i, t.t1, NAN);
+    });
+    row(5, t.t0, [&](std::int64_t i) {
+      x_.set(i, t.t0, 5e3f);
+      x_.set(i, t.t1, 1e4f);
+    });
   }
 
   std::int64_t loss_n() const { return c_.p.reduction == Reduction::kNone ? c_.n : 1; }
@@ -98,33 +138,42 @@ class Problem {
     return in;
   }
 
-  // Forward (+ fused gradient unless !grad) on the CPU.
-  Outputs cpu(bool grad) {
+  // Forward (+ fused gradient unless !grad, + predictions and accuracy if predict) on the CPU.
+  Outputs cpu(bool grad, bool predict = false) {
     HostTensor x = x_;
     Outputs o(c_.dtype, c_.n, c_.v, c_.row_stride);
     o.loss.assign(loss_n(), 0);
     o.z.assign(loss_n(), 0);
     o.lse.assign(c_.n, 0);
+    o.accuracy.assign(loss_n(), -1.0f);
+    o.predicted.assign(c_.n, -7);
     const CrossEntropyInputs in = host_inputs(x);
     std::vector<std::uint8_t> ws(tigon::cross_entropy_fwd_workspace_size(c_.p, in) + 16);
-    tigon::cross_entropy_fwd(c_.p, in, vec(o.loss.data(), DType::kFloat32, loss_n(), {}),
-                             vec(o.z.data(), DType::kFloat32, loss_n(), {}),
-                             vec(o.lse.data(), DType::kFloat32, c_.n, {}),
+    tigon::CrossEntropyOutputs out{vec(o.loss.data(), DType::kFloat32, loss_n(), {}),
+                                   vec(o.z.data(), DType::kFloat32, loss_n(), {})};
+    if (predict) {
+      out.predicted = vec(o.predicted.data(), DType::kInt64, c_.n, {});
+      out.accuracy = vec(o.accuracy.data(), DType::kFloat32, loss_n(), {});
+    }
+    tigon::cross_entropy_fwd(c_.p, in, out, vec(o.lse.data(), DType::kFloat32, c_.n, {}),
                              grad ? o.grad.view(c_.misalign) : TensorView{},
                              Workspace{ws.data(), ws.size()});
     return o;
   }
 
   // The same on the GPU; in_place writes the gradient into the logits.
-  Outputs gpu(bool grad, bool in_place) {
+  Outputs gpu(bool grad, bool in_place, bool predict = false) {
     HostTensor x = x_;
     Outputs o(c_.dtype, c_.n, c_.v, c_.row_stride);
     o.loss.assign(loss_n(), 0);
     o.z.assign(loss_n(), 0);
     o.lse.assign(c_.n, 0);
+    o.accuracy.assign(loss_n(), -1.0f);
+    o.predicted.assign(c_.n, -7);
     const CrossEntropyInputs hin = host_inputs(x);
     DeviceBuffer dx(x.bytes(), xbytes()), dy(y_.data(), 8 * c_.n), dw(w_.data(), 4 * w_.size()),
-        ddiv(&div_, 4), dloss(4 * loss_n()), dz(4 * loss_n()), dlse(4 * c_.n), dgrad(xbytes());
+        ddiv(&div_, 4), dloss(4 * loss_n()), dz(4 * loss_n()), dlse(4 * c_.n), dgrad(xbytes()),
+        dpred(8 * c_.n), dacc(4 * loss_n());
     CrossEntropyInputs in;
     in.logits = on(hin.logits, dx.data(), x.bytes());
     in.target = vec(dy.data(), DType::kInt64, c_.n, Device::cuda(0));
@@ -133,12 +182,20 @@ class Problem {
     DeviceBuffer ws(tigon::cross_entropy_fwd_workspace_size(c_.p, in));
     TensorView g{};
     if (grad) g = in_place ? in.logits : on(o.grad.view(c_.misalign), dgrad.data(), o.grad.bytes());
-    tigon::cross_entropy_fwd(c_.p, in,
-                             vec(dloss.data(), DType::kFloat32, loss_n(), Device::cuda(0)),
-                             vec(dz.data(), DType::kFloat32, loss_n(), Device::cuda(0)),
+    tigon::CrossEntropyOutputs out{vec(dloss.data(), DType::kFloat32, loss_n(), Device::cuda(0)),
+                                   vec(dz.data(), DType::kFloat32, loss_n(), Device::cuda(0))};
+    if (predict) {
+      out.predicted = vec(dpred.data(), DType::kInt64, c_.n, Device::cuda(0));
+      out.accuracy = vec(dacc.data(), DType::kFloat32, loss_n(), Device::cuda(0));
+    }
+    tigon::cross_entropy_fwd(c_.p, in, out,
                              vec(dlse.data(), DType::kFloat32, c_.n, Device::cuda(0)), g,
                              Workspace{ws.data(), ws.bytes()});
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (predict) {
+      dpred.download(o.predicted.data(), 8 * c_.n);
+      dacc.download(o.accuracy.data(), 4 * loss_n());
+    }
     dloss.download(o.loss.data(), 4 * loss_n());
     dz.download(o.z.data(), 4 * loss_n());
     dlse.download(o.lse.data(), 4 * c_.n);
@@ -320,6 +377,47 @@ TEST_P(CrossEntropyCuda, MatchesCpuBackend) {
   expect_grad_close(pr.cpu_backward(want.lse, up), pr.gpu_backward(got.lse, up), c.dtype, floor);
 }
 
+// Predictions and token accuracy (the rows' argmax in the kernels with options: a runtime flag
+// of the row and slice kernels), with the deliberate cases of Problem::add_ties: equal to the
+// CPU's bit for bit, with and without the gradient, in place; the loss within the tolerances of
+// MatchesCpuBackend (the kernel with options computes it).
+TEST_P(CrossEntropyCuda, PredictionsMatchCpuBackend) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  Case c = GetParam();
+  c.ties = true;
+  Problem pr(c);
+  const Outputs want = pr.cpu(true, true);
+  if (!c.all_ignored && c.n > 3) {  // the CPU itself, on the deliberate rows
+    const TieClasses t(c.v);
+    const bool capped = c.p.softcap > 0.0f;
+    EXPECT_EQ(want.predicted[1], t.t0);
+    EXPECT_EQ(want.predicted[2], t.t1);
+    EXPECT_EQ(want.predicted[3], t.t1);
+    if (c.n > 5) EXPECT_EQ(want.predicted[5], capped ? t.t0 : t.t1);
+  }
+  for (bool grad : {true, false}) {
+    for (bool in_place : {false, true}) {
+      if (in_place && !grad) continue;
+      const Outputs got = pr.gpu(grad, in_place, true);
+      const std::string what =
+          std::string(grad ? "with" : "without") + " gradient" + (in_place ? ", in place" : "");
+      EXPECT_EQ(got.predicted, want.predicted) << what;
+      EXPECT_EQ(got.accuracy, want.accuracy) << what;
+      ASSERT_EQ(got.loss.size(), want.loss.size());
+      for (std::size_t i = 0; i < want.loss.size(); ++i) {
+        if (std::isnan(want.loss[i])) {
+          EXPECT_TRUE(std::isnan(got.loss[i])) << what << " loss[" << i << "]";
+        } else {
+          EXPECT_NEAR(got.loss[i], want.loss[i], 1e-6 + 2e-5 * std::abs(want.loss[i]))
+              << what << " loss[" << i << "]";
+        }
+      }
+    }
+  }
+  const Outputs again = pr.gpu(true, false, true);  // run to run
+  EXPECT_EQ(pr.gpu(true, false, true).predicted, again.predicted);
+}
+
 INSTANTIATE_TEST_SUITE_P(Gpu, CrossEntropyCuda, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
@@ -447,8 +545,9 @@ TEST(CrossEntropyCudaEdge, VocabularyAbove2To30IsRefused) {
   expect_refused([&] { tigon::cross_entropy_fwd_workspace_size(p, in); });
   DeviceBuffer ws(1024);
   expect_refused([&] {
-    tigon::cross_entropy_fwd(p, in, vec(loss.data(), DType::kFloat32, 1, Device::cuda(0)),
-                             vec(z.data(), DType::kFloat32, 1, Device::cuda(0)),
+    tigon::cross_entropy_fwd(p, in,
+                             {vec(loss.data(), DType::kFloat32, 1, Device::cuda(0)),
+                              vec(z.data(), DType::kFloat32, 1, Device::cuda(0))},
                              vec(lse.data(), DType::kFloat32, 1, Device::cuda(0)), TensorView{},
                              Workspace{ws.data(), ws.bytes()});
   });

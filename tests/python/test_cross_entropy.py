@@ -347,7 +347,7 @@ def test_opcheck(reduction, compute_grad, device):
     w = torch.rand(33, device=device)
     args = (logits.requires_grad_(), target, w, None, -100, reduction, 0.1, 1e-3, 0.0, compute_grad)
     torch.library.opcheck(OPS.cross_entropy_fwd.default, args)
-    _loss, _z, lse, _g = OPS.cross_entropy_fwd(*args)
+    lse = OPS.cross_entropy_fwd(*args)[2]
     up = torch.rand(9 if reduction == "none" else (), device=device)
     bargs = (up, logits.detach(), target, w, None, lse, -100, reduction, 0.1, 1e-3, 0.0)
     torch.library.opcheck(OPS.cross_entropy_bwd.default, bargs)

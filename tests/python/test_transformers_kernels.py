@@ -153,6 +153,34 @@ def test_fused_loss_trainer_kwargs(family: str) -> None:
     assert isinstance(out, tuple)
 
 
+@pytest.mark.parametrize("family", ["llama", "gemma2", "mixtral"])
+def test_fused_loss_returns_token_accuracy(family: str) -> None:
+    """model(..., return_token_accuracy=True) in training: the accuracy of the argmax of HF's
+    (soft-capped) logits over the shifted, non-ignored labels, as a last output field."""
+    hf = build_model(family)
+    ids = token_ids()
+    with torch.no_grad():
+        predicted = hf(input_ids=ids).logits[:, :-1].argmax(-1)
+    labels = ids.clone()
+    labels[:, 1::2] = predicted[:, ::2]  # about half the tokens predicted right
+    labels[:, :5] = -100
+    target = labels[:, 1:]
+    valid = target != -100
+    want = (predicted == target)[valid].float().mean()
+    assert 0 < want < 1
+    ours = build_model(family, tigon="instance")
+    out = ours(input_ids=ids, labels=labels, return_token_accuracy=True)
+    assert out.logits is None
+    assert out.token_accuracy.dtype == torch.float32
+    torch.testing.assert_close(out.token_accuracy, want, rtol=0, atol=0)
+    out.loss.backward()
+    plain = ours(input_ids=ids, labels=labels)
+    assert "token_accuracy" not in plain.keys()
+    torch.testing.assert_close(plain.loss, out.loss)
+    as_tuple = ours(input_ids=ids, labels=labels, return_token_accuracy=True, return_dict=False)
+    torch.testing.assert_close(as_tuple[-1], want, rtol=0, atol=0)
+
+
 def test_fused_loss_with_gradient_checkpointing_and_revert() -> None:
     _, ref = _reference("qwen3")
     model = build_model("qwen3", tigon="classes")

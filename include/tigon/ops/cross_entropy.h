@@ -14,12 +14,18 @@
 //   ce_i  = (1 - ls) * w_y * (lse - c_y) + (ls / V) * sum_j w_j * (lse - c_j)      (w = 1 without
 //           class weights; ls = label_smoothing; this is torch.nn.functional.cross_entropy)
 //   z_i   = lse_square_scale * lse^2                                      (z-loss, never weighted)
+//   pred_i = argmax_j c_j as torch.argmax (the first index among equal maxima; a NaN counts as the
+//           maximum, the first NaN wins), -1 for an ignored row; hit_i = [pred_i == y]
+//           (optional outputs, no gradient; computed in the pass that computes lse)
 // Reductions (no host synchronization; denominators are summed on the device in a fixed order):
 //   kNone: loss[i] = ce_i + z_i, z_loss[i] = z_i                              (shape [N])
 //   kSum:  loss = (sum ce_i + sum z_i) / d, z_loss = sum z_i / d, d = divisor or 1   (shape [])
 //   kMean: loss = sum ce_i / W_ce + sum z_i / n, z_loss = sum z_i / n, with n = number of
 //          non-ignored rows and W_ce = sum of w_y over them (= n without class weights), as torch.
 //          A zero denominator gives 0, not NaN (all-ignored batch: loss 0, gradient 0).
+//   accuracy (token accuracy): kNone: accuracy[i] = hit_i (1 or 0; 0 for an ignored row);
+//          kSum, kMean: accuracy = sum hit_i / n over the non-ignored rows (never weighted, never
+//          divided by the divisor; 0 when n = 0). A target outside [0, V) is a miss.
 // Gradient of `loss` (upstream 1; for kNone, of sum_i loss[i]), with a = 1/W_ce (mean), 1/d (sum),
 // 1 (none) and b = 1/n (mean), 1/d (sum), 1 (none):
 //   dc_j = a * ((1 - ls) * w_y * (p_j - [j == y]) + (ls / V) * (W * p_j - w_j))
@@ -64,15 +70,24 @@ struct CrossEntropyInputs {
   TensorView divisor;  // one float32 element (kSum only: loss / divisor), or undefined
 };
 
-// Scratch bytes cross_entropy_fwd needs (per-row partial losses, the denominators).
+// What the forward computes of the loss (cross_entropy_fwd, fused_linear_cross_entropy). Only
+// loss is required; each other output is written when defined. All contiguous, on the device of
+// the inputs.
+struct CrossEntropyOutputs {
+  TensorView loss;       // float32: [N] for kNone, one element otherwise
+  TensorView z_loss;     // float32, as loss
+  TensorView predicted;  // [N] int64: pred_i
+  TensorView accuracy;   // float32, as loss: hit_i (kNone) or the token accuracy
+};
+
+// Scratch bytes cross_entropy_fwd needs (per-row partial losses and hits, the denominators).
 std::size_t cross_entropy_fwd_workspace_size(const CrossEntropyParams& params,
                                              const CrossEntropyInputs& inputs);
 
-// loss, z_loss: float32, shape [N] for kNone, one element otherwise (z_loss may be undefined).
 // lse: [N] float32 contiguous, or undefined. grad_logits: [N, V] in the logits' dtype (it may be
 // the logits view itself, same layout), or undefined for no gradient.
 void cross_entropy_fwd(const CrossEntropyParams& params, const CrossEntropyInputs& inputs,
-                       const TensorView& loss, const TensorView& z_loss, const TensorView& lse,
+                       const CrossEntropyOutputs& outputs, const TensorView& lse,
                        const TensorView& grad_logits, Workspace workspace, Stream stream = {});
 
 // Scratch bytes cross_entropy_bwd needs.

@@ -82,14 +82,15 @@ std::size_t fused_linear_cross_entropy_workspace_size(const FusedLinearCrossEntr
                                                       const FusedLinearCrossEntropyInputs& inputs,
                                                       const FusedLinearCrossEntropyGrads& grads);
 
-// loss / z_loss as in cross_entropy_fwd. cublas_handle: a cublasHandle_t to use on CUDA (its
-// stream and workspace are set for the call), or null for one owned by tigon (per thread and
-// device). Ignored on the CPU.
+// outputs as in cross_entropy_fwd (the predictions are the argmax of the logits above, rounded
+// to hidden's dtype). cublas_handle: a cublasHandle_t to use on CUDA (its stream and workspace
+// are set for the call), or null for one owned by tigon (per thread and device). Ignored on the
+// CPU.
 void fused_linear_cross_entropy(const FusedLinearCrossEntropyParams& params,
-                                const FusedLinearCrossEntropyInputs& inputs, const TensorView& loss,
-                                const TensorView& z_loss, const FusedLinearCrossEntropyGrads& grads,
-                                Workspace workspace, Stream stream = {},
-                                void* cublas_handle = nullptr);
+                                const FusedLinearCrossEntropyInputs& inputs,
+                                const CrossEntropyOutputs& outputs,
+                                const FusedLinearCrossEntropyGrads& grads, Workspace workspace,
+                                Stream stream = {}, void* cublas_handle = nullptr);
 
 // Scratch bytes fused_linear_cross_entropy_bwd needs (those of the forward with the same grads).
 std::size_t fused_linear_cross_entropy_bwd_workspace_size(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tigon.ops.cross_entropy import REDUCTIONS, cross_entropy
+from tigon.ops.cross_entropy import REDUCTIONS, CrossEntropyOutput, cross_entropy
 
 __all__ = ["CrossEntropyLoss"]
 
@@ -20,7 +20,10 @@ class CrossEntropyLoss(nn.Module):
     cross_entropy.md, "Output dtype").
 
     Args mirror :func:`tigon.ops.cross_entropy`; ``forward(logits, target)`` returns the loss, or
-    ``(loss, z_loss)`` with ``return_z_loss=True`` (both in the logits' dtype).
+    ``(loss, z_loss)`` with ``return_z_loss=True`` (both in the logits' dtype), or with
+    ``return_token_accuracy`` / ``return_predicted_tokens`` a
+    :class:`tigon.ops.CrossEntropyOutput` (loss and z-loss in the logits' dtype, the token
+    accuracy float32, the predicted tokens int64).
     """
 
     def __init__(
@@ -33,6 +36,8 @@ class CrossEntropyLoss(nn.Module):
         softcap: float | None = None,
         return_z_loss: bool = False,
         in_place: bool = False,
+        return_token_accuracy: bool = False,
+        return_predicted_tokens: bool = False,
     ) -> None:
         super().__init__()
         if reduction not in REDUCTIONS:
@@ -51,10 +56,12 @@ class CrossEntropyLoss(nn.Module):
         self.softcap = softcap
         self.return_z_loss = return_z_loss
         self.in_place = in_place
+        self.return_token_accuracy = return_token_accuracy
+        self.return_predicted_tokens = return_predicted_tokens
 
     def forward(
         self, logits: torch.Tensor, target: torch.Tensor
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor] | CrossEntropyOutput:
         out = cross_entropy(
             logits,
             target,
@@ -66,7 +73,12 @@ class CrossEntropyLoss(nn.Module):
             softcap=self.softcap,
             return_z_loss=self.return_z_loss,
             in_place=self.in_place,
+            return_token_accuracy=self.return_token_accuracy,
+            return_predicted_tokens=self.return_predicted_tokens,
         )
+        if isinstance(out, CrossEntropyOutput):
+            z_loss = None if out.z_loss is None else out.z_loss.to(logits.dtype)
+            return out._replace(loss=out.loss.to(logits.dtype), z_loss=z_loss)
         if self.return_z_loss:
             return out[0].to(logits.dtype), out[1].to(logits.dtype)
         return out.to(logits.dtype)

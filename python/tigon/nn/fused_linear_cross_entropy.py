@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tigon.ops.cross_entropy import _check_reduction
+from tigon.ops.cross_entropy import CrossEntropyOutput, _check_reduction
 from tigon.ops.fused_linear_cross_entropy import fused_linear_cross_entropy
 
 __all__ = ["FusedLinearCrossEntropyLoss"]
@@ -17,9 +17,12 @@ class FusedLinearCrossEntropyLoss(nn.Module):
 
     Args mirror the function (``ce_weight``, ``ignore_index``, ``lse_square_scale``,
     ``label_smoothing``, ``reduction``, ``softcap``, ``return_z_loss``, ``accum_dtype``,
-    ``use_token_scaling``, ``chunk_size``). ``forward(lin_weight, hidden, target, bias=None,
+    ``use_token_scaling``, ``chunk_size``, ``return_token_accuracy``,
+    ``return_predicted_tokens``). ``forward(lin_weight, hidden, target, bias=None,
     token_scale=None)`` takes the LM head's ``[V, H]`` weight first, as Liger's module does, and
-    returns the loss, or ``(loss, z_loss)`` with ``return_z_loss=True``. With
+    returns the loss, ``(loss, z_loss)`` with ``return_z_loss=True``, or a
+    ``tigon.ops.CrossEntropyOutput`` with either ``return_token_accuracy`` or
+    ``return_predicted_tokens``. With
     ``reduction="none"`` the loss has ``target``'s shape and any upstream gradient works.
     """
 
@@ -35,6 +38,8 @@ class FusedLinearCrossEntropyLoss(nn.Module):
         accum_dtype: torch.dtype | None = None,
         use_token_scaling: bool = False,
         chunk_size: int | None = None,
+        return_token_accuracy: bool = False,
+        return_predicted_tokens: bool = False,
     ) -> None:
         super().__init__()
         _check_reduction(reduction, "FusedLinearCrossEntropyLoss")  # the op checks the rest
@@ -48,6 +53,8 @@ class FusedLinearCrossEntropyLoss(nn.Module):
         self.accum_dtype = accum_dtype
         self.use_token_scaling = use_token_scaling
         self.chunk_size = chunk_size
+        self.return_token_accuracy = return_token_accuracy
+        self.return_predicted_tokens = return_predicted_tokens
 
     def forward(
         self,
@@ -56,7 +63,7 @@ class FusedLinearCrossEntropyLoss(nn.Module):
         target: torch.Tensor,
         bias: torch.Tensor | None = None,
         token_scale: torch.Tensor | None = None,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor] | CrossEntropyOutput:
         return fused_linear_cross_entropy(
             hidden,
             lin_weight,
@@ -73,6 +80,8 @@ class FusedLinearCrossEntropyLoss(nn.Module):
             accum_dtype=self.accum_dtype,
             token_scale=token_scale,
             use_token_scaling=self.use_token_scaling,
+            return_token_accuracy=self.return_token_accuracy,
+            return_predicted_tokens=self.return_predicted_tokens,
         )
 
     def extra_repr(self) -> str:

@@ -1,6 +1,6 @@
 """Functional interface: the tigon operators with their autograd formulas."""
 
-from tigon.ops.cross_entropy import REDUCTIONS, cross_entropy
+from tigon.ops.cross_entropy import REDUCTIONS, CrossEntropyOutput, cross_entropy
 from tigon.ops.fused_linear_cross_entropy import fused_linear_cross_entropy
 from tigon.ops.glu import geglu, geglu_packed, glu, glu_packed, swiglu, swiglu_packed
 from tigon.ops.rms_norm import CASTING_MODES, rms_norm
@@ -9,6 +9,7 @@ from tigon.ops.rope import apply_rotary_pos_emb, rope
 __all__ = [
     "CASTING_MODES",
     "REDUCTIONS",
+    "CrossEntropyOutput",
     "apply_rotary_pos_emb",
     "cross_entropy",
     "fused_linear_cross_entropy",

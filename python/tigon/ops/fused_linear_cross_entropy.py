@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import torch
 
-from tigon.ops.cross_entropy import _check_reduction, _divisor
+from tigon.ops.cross_entropy import (
+    CrossEntropyOutput,
+    _check_reduction,
+    _divisor,
+    _predictions_like,
+    _result,
+)
 
 __all__ = ["fused_linear_cross_entropy"]
 
@@ -36,13 +42,14 @@ def _grads_like(hidden, weight, bias, grad_hidden, grad_weight, grad_bias):
 def _fake(
     hidden, weight, target, bias, class_weight, divisor, token_scale, ignore_index, reduction,
     label_smoothing, lse_square_scale, softcap, use_token_scaling, chunk_rows, grad_hidden,
-    grad_weight, grad_bias, accum_fp32,
+    grad_weight, grad_bias, accum_fp32, compute_predicted=False, compute_accuracy=False,
 ):  # fmt: skip
     _check_reduction(reduction, "fused_linear_cross_entropy_fwd")
     shape = (target.numel(),) if reduction == "none" else ()
     loss = hidden.new_empty(shape, dtype=torch.float32)
     grads = _grads_like(hidden, weight, bias, grad_hidden, grad_weight, grad_bias)
-    return loss, torch.empty_like(loss), *grads
+    predictions = _predictions_like(hidden, target, reduction, compute_predicted, compute_accuracy)
+    return loss, torch.empty_like(loss), *grads, *predictions
 
 
 @torch.library.register_fake("tigon::fused_linear_cross_entropy_bwd")
@@ -72,7 +79,9 @@ def fused_linear_cross_entropy(
     accum_dtype: torch.dtype | None = None,
     token_scale: torch.Tensor | None = None,
     use_token_scaling: bool = False,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    return_token_accuracy: bool = False,
+    return_predicted_tokens: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor] | CrossEntropyOutput:
     """``tigon.ops.cross_entropy(hidden @ weight.T + bias, target, ...)`` without the logits.
 
     Args:
@@ -94,6 +103,12 @@ def fused_linear_cross_entropy(
         use_token_scaling: also multiply each token's loss and gradient by its target's
             probability ``softmax(logits)[target]``, detached (Liger's ``use_token_scaling``;
             computed in float32).
+        return_token_accuracy, return_predicted_tokens: as :func:`tigon.ops.cross_entropy`, of
+            the logits ``hidden @ weight.T + bias`` rounded to ``hidden``'s dtype (the training
+            loop's accuracy metric without logits).
+
+    Returns:
+        As :func:`tigon.ops.cross_entropy`.
     """
     _check_reduction(reduction, "fused_linear_cross_entropy", num_items_in_batch)
     h = hidden.reshape(-1, hidden.shape[-1])
@@ -108,12 +123,14 @@ def fused_linear_cross_entropy(
     if accum_dtype is not None and accum_dtype not in (torch.float32, w.dtype):
         raise ValueError(f"accum_dtype must be torch.float32 or {w.dtype}, got {accum_dtype}")
     accum_fp32 = accum_dtype is None or accum_dtype == torch.float32
-    loss, z_loss, *_ = torch.ops.tigon.fused_linear_cross_entropy_fwd(
+    loss, z_loss, *_, predicted, accuracy = torch.ops.tigon.fused_linear_cross_entropy_fwd(
         h, w, t, bias, ce_weight, _divisor(num_items_in_batch, hidden.device), scale,
         int(ignore_index), reduction, float(label_smoothing), float(lse_square_scale),
         0.0 if softcap is None else float(softcap), bool(use_token_scaling),
         int(chunk_size or 0), *flags, accum_fp32,
+        bool(return_predicted_tokens), bool(return_token_accuracy),
     )  # fmt: skip
-    if reduction == "none":
-        loss, z_loss = loss.view(hidden.shape[:-1]), z_loss.view(hidden.shape[:-1])
-    return (loss, z_loss) if return_z_loss else loss
+    return _result(
+        loss, z_loss, predicted, accuracy, hidden.shape[:-1], reduction, return_z_loss,
+        return_token_accuracy, return_predicted_tokens,
+    )  # fmt: skip

@@ -85,9 +85,11 @@ def fused_linear_cross_entropy(
     ignore_index: int,
     reduction: str,
     softcap: float | None,
-) -> torch.Tensor:
-    """Cross-entropy of ``hidden @ weight.T + bias`` without materializing the logits."""
-    return _op("fused_linear_cross_entropy")(
+    return_token_accuracy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Cross-entropy of ``hidden @ weight.T + bias`` without materializing the logits, and the
+    token accuracy when ``return_token_accuracy`` (else None)."""
+    out = _op("fused_linear_cross_entropy")(
         hidden,
         weight,
         target,
@@ -95,4 +97,6 @@ def fused_linear_cross_entropy(
         ignore_index=ignore_index,
         reduction=reduction,
         softcap=softcap,
+        return_token_accuracy=return_token_accuracy,
     )
+    return (out.loss, out.token_accuracy) if return_token_accuracy else (out, None)

@@ -11,7 +11,9 @@
   with ``tigon.ops.fused_linear_cross_entropy`` (the ``[tokens, vocab]`` logits never exist;
   Gemma2/3's ``final_logit_softcapping`` goes in as ``softcap``, Granite's ``logits_scaling``
   divides the hidden states), and returns ``logits=None``. In eval mode or without labels it is
-  HF's forward, unchanged (logits, generation).
+  HF's forward, unchanged (logits, generation). ``model(..., return_token_accuracy=True)`` in
+  training also returns the token accuracy (the training loop's accuracy metric, which has no
+  logits here) as ``output.token_accuracy``, as Liger-Kernel's patched forwards do.
 
 model=None replaces ``<CausalLM>.forward`` / sets ``<CausalLM>._loss_function`` on HF's class
 itself (process-wide, also for models built before; undone by ``revert_patches``). model=...
@@ -21,6 +23,8 @@ swaps the causal-LM instance's class for a tigon subclass (FLCE) or sets its ``l
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 import sys
 from collections.abc import Callable
@@ -119,8 +123,10 @@ def fused_causal_lm_loss(
     shift_labels: torch.Tensor | None = None,
     num_items_in_batch: torch.Tensor | int | None = None,
     ignore_index: int = -100,
-) -> torch.Tensor:
-    """The causal-LM loss of ``model`` from its final hidden states, without logits."""
+    return_token_accuracy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The causal-LM loss of ``model`` from its final hidden states, without logits, and the token
+    accuracy when ``return_token_accuracy`` (else None)."""
     spec = family.loss
     config = model.config
     target = _shifted(labels, shift_labels, ignore_index).reshape(-1)
@@ -132,7 +138,7 @@ def fused_causal_lm_loss(
     softcap = getattr(config, spec.softcap_attr, None) if spec.softcap_attr else None
     head = model.lm_head
     reduction = "sum" if num_items_in_batch is not None else "mean"
-    loss = _ops.fused_linear_cross_entropy(
+    loss, accuracy = _ops.fused_linear_cross_entropy(
         hidden,
         head.weight,
         target.to(hidden.device),
@@ -140,8 +146,29 @@ def fused_causal_lm_loss(
         ignore_index=ignore_index,
         reduction=reduction,
         softcap=softcap,
+        return_token_accuracy=return_token_accuracy,
     )
-    return loss if num_items_in_batch is None else _divide(loss, num_items_in_batch)
+    if num_items_in_batch is not None:
+        loss = _divide(loss, num_items_in_batch)
+    return loss, accuracy
+
+
+@functools.cache
+def _with_token_accuracy(output_class: type) -> type:
+    """HF's ``output_class`` with a ``token_accuracy`` field (last, so tuples keep HF's order)."""
+    field = dataclasses.field(default=None)
+    return dataclasses.make_dataclass(
+        f"Tigon{output_class.__name__}",
+        [("token_accuracy", torch.Tensor | None, field)],
+        bases=(output_class,),
+        namespace={"__module__": __name__},
+    )
+
+
+def _output(output_class: type, token_accuracy: torch.Tensor | None, **fields: Any) -> Any:
+    if token_accuracy is None:
+        return output_class(**fields)
+    return _with_token_accuracy(output_class)(**fields, token_accuracy=token_accuracy)
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,11 +205,12 @@ def _make_forward(family: FamilySpec, hf_forward: Forward) -> Forward:
             **router,
         }
         shift_labels = kwargs.get("shift_labels")
+        kwargs = dict(kwargs)
+        return_token_accuracy = kwargs.pop("return_token_accuracy", False)
         if not (self.training and (labels is not None or shift_labels is not None)):
             return hf_forward(
                 self, labels=labels, logits_to_keep=logits_to_keep, **base_args, **kwargs
             )
-        kwargs = dict(kwargs)
         kwargs.pop("shift_labels", None)
         num_items_in_batch = kwargs.pop("num_items_in_batch", None)
         ignore_index = kwargs.pop("ignore_index", -100)
@@ -191,7 +219,7 @@ def _make_forward(family: FamilySpec, hf_forward: Forward) -> Forward:
         outputs = self.model(**base_args, **kwargs)
         hidden = outputs.last_hidden_state
         keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
-        loss = fused_causal_lm_loss(
+        loss, accuracy = fused_causal_lm_loss(
             self,
             family,
             hidden[:, keep, :],
@@ -199,9 +227,12 @@ def _make_forward(family: FamilySpec, hf_forward: Forward) -> Forward:
             shift_labels=shift_labels,
             num_items_in_batch=num_items_in_batch,
             ignore_index=ignore_index,
+            return_token_accuracy=return_token_accuracy,
         )
         if not moe:
-            return CausalLMOutputWithPast(
+            return _output(
+                CausalLMOutputWithPast,
+                accuracy,
                 loss=loss,
                 logits=None,
                 past_key_values=outputs.past_key_values,
@@ -215,7 +246,9 @@ def _make_forward(family: FamilySpec, hf_forward: Forward) -> Forward:
                 outputs.router_logits, self.num_experts, self.num_experts_per_tok, attention_mask
             )
             loss = loss + self.router_aux_loss_coef * aux_loss.to(loss.device)
-        return MoeCausalLMOutputWithPast(
+        return _output(
+            MoeCausalLMOutputWithPast,
+            accuracy,
             loss=loss,
             aux_loss=aux_loss,
             logits=None,

@@ -102,13 +102,15 @@ bool launch_slices_as(const RowParams& p, bool dependent, int device, cudaStream
 // Whether prepare -> rows -> finish run as programmatic dependent launches on `device`.
 bool dependent_launches(int device) { return dependent_launch_available(device); }
 
-// Without softcap, label smoothing and class weights the row kernels have no per-element branches;
-// nor per-row factors (token scales, an upstream gradient for forward rows) after the row's sums.
+// Without softcap, label smoothing, class weights and predictions the row kernels have no
+// per-element branches; nor per-row factors (token scales, an upstream gradient for forward rows)
+// after the row's sums.
 template <RowMode kMode>
 bool plain_rows(const RowParams& p) {
   const bool forward_upstream = kMode != RowMode::kGrad && p.grad_loss != nullptr;
   return !(p.softcap > 0.0f) && p.label_smoothing == 0.0f && p.weights == nullptr &&
-         p.token_scale == nullptr && !p.token_scale_by_target_prob && !forward_upstream;
+         p.token_scale == nullptr && !p.token_scale_by_target_prob && !forward_upstream &&
+         !p.argmax;
 }
 
 template <typename T, int P, RowMode kMode>
@@ -207,13 +209,17 @@ void prepare(const CrossEntropyArgs& all_rows, float* header, float* weights_f32
 }
 
 void forward_rows(const CrossEntropyArgs& a, const float* header, const float* weights_f32,
-                  float* row_ce, float* row_z, bool behind_prepare, int device, cudaStream_t s) {
+                  detail::RowTerms terms, bool behind_prepare, int device, cudaStream_t s) {
   if (a.rows == 0) return;
-  RowParams p = row_params(a, header, weights_f32, row_ce, row_z);
-  if (a.params.reduction == Reduction::kNone) {
+  RowParams p = row_params(a, header, weights_f32, terms.ce, terms.z);
+  const bool none = a.params.reduction == Reduction::kNone;
+  if (none) {
     p.loss_rows = a.loss;
     p.z_rows = a.z_loss;
   }
+  p.predicted = a.predicted;
+  if (a.accuracy != nullptr) p.row_hit = none ? a.accuracy : terms.hit;
+  p.argmax = a.predicts();
   if (a.grad != nullptr) {
     run_rows<RowMode::kLossGrad>(a, p, behind_prepare, device, s);
   } else {
@@ -221,11 +227,12 @@ void forward_rows(const CrossEntropyArgs& a, const float* header, const float* w
   }
 }
 
-void finish(const float* header, const float* row_ce, const float* row_z, std::int64_t rows,
-            float* loss, float* z_loss, bool behind_rows, int device, cudaStream_t s) {
+void finish(const CrossEntropyArgs& all_rows, const float* header, detail::RowTerms terms,
+            bool behind_rows, int device, cudaStream_t s) {
+  const CrossEntropyArgs& a = all_rows;
   launch_dependent_kernel(ce_finish_kernel, 1, dim3(kReduceThreads), 0, 1,
-                          behind_rows && dependent_launches(device), s, header, row_ce, row_z, rows,
-                          loss, z_loss);
+                          behind_rows && dependent_launches(device), s, header, terms.ce, terms.z,
+                          terms.hit, a.rows, a.loss, a.z_loss, a.accuracy);
 }
 
 }  // namespace cross_entropy
@@ -239,14 +246,14 @@ void cross_entropy_fwd(const CrossEntropyArgs& a, int device, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   const Layout l = layout_of(a, true);
   float* ws = static_cast<float*>(a.workspace);
-  float* row_ce = ws + Layout::kHeader;
-  float* row_z = row_ce + a.rows;
+  float* row_terms = ws + Layout::kHeader;
+  const detail::RowTerms terms{row_terms, row_terms + a.rows, row_terms + 2 * a.rows};
   cross_entropy::prepare(a, ws, ws + l.weights_offset(), s);
   // prepare -> rows -> finish as a chain of dependent launches: the rows' first pass overlaps
   // prepare, and finish is launched before the rows end.
-  cross_entropy::forward_rows(a, ws, ws + l.weights_offset(), row_ce, row_z, true, device, s);
+  cross_entropy::forward_rows(a, ws, ws + l.weights_offset(), terms, true, device, s);
   if (a.params.reduction != Reduction::kNone) {
-    cross_entropy::finish(ws, row_ce, row_z, a.rows, a.loss, a.z_loss, a.rows > 0, device, s);
+    cross_entropy::finish(a, ws, terms, a.rows > 0, device, s);
   }
 }
 

@@ -48,14 +48,14 @@ inline constexpr int kUnroll = 2;  // packs loaded before any is used: bytes in 
 inline constexpr int kAhead = 4;
 inline constexpr std::size_t kRingBytes = std::size_t{kAhead} * kRowThreads * 16;
 
-// Workspace in floats: CeScales-like header, per-row terms, float32 class weights.
+// Workspace in floats: CeScales-like header, per-row terms (ce, z, hit), float32 class weights.
 struct Layout {
   static constexpr std::int64_t kHeader = 8;  // weight_sum, count, a, b, weight_total, pad
   std::int64_t rows = 0;
   std::int64_t vocab = 0;
   bool forward = false;
   bool weighted = false;
-  std::int64_t row_terms() const { return forward ? 2 * rows : 0; }
+  std::int64_t row_terms() const { return forward ? 3 * rows : 0; }
   std::int64_t weights_offset() const { return kHeader + row_terms(); }
   std::int64_t floats() const { return weights_offset() + (weighted ? vocab : 0); }
 };
@@ -119,10 +119,12 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-// loss = sum ce_i * a + sum z_i * b (one CTA, fixed order).
+// loss = sum ce_i * a + sum z_i * b (one CTA, fixed order); the token accuracy from the hits
+// when `accuracy` is set.
 __global__ void __launch_bounds__(kReduceThreads)
     ce_finish_kernel(const float* header, const float* row_ce, const float* row_z,
-                     std::int64_t rows, float* loss, float* z_loss) {
+                     const float* row_hit, std::int64_t rows, float* loss, float* z_loss,
+                     float* accuracy) {
   wait_for_prior_grid();  // the row kernel's per-row terms
   __shared__ double scratch[32];
   double ce64 = 0.0, z64 = 0.0;  // as the denominators: float64, rounded once
@@ -136,6 +138,12 @@ __global__ void __launch_bounds__(kReduceThreads)
     const float z_total = z * header[3];
     loss[0] = ce * header[2] + z_total;
     if (z_loss != nullptr) z_loss[0] = z_total;
+  }
+  if (accuracy != nullptr) {  // the same for every thread
+    double hits = 0.0;        // exact: a count
+    for (std::int64_t i = threadIdx.x; i < rows; i += blockDim.x) hits += row_hit[i];
+    hits = block_sum(hits, scratch);
+    if (threadIdx.x == 0) accuracy[0] = math::ce_accuracy(hits, header[1]);
   }
 }
 
@@ -158,6 +166,7 @@ template <typename T, int P, RowMode kMode, bool kPlain>
 __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
   extern __shared__ __align__(16) unsigned char cache_bytes[];
   __shared__ __align__(16) float scratch[kMergeScratchPerWarp * kRowThreads / kWarpSize];
+  __shared__ float2 best_scratch[kRowThreads / kWarpSize];
   constexpr bool kForward = kMode != RowMode::kGrad;
   constexpr bool kStreamed = kForward && sizeof(T) * P == 16;
   T* ring = reinterpret_cast<T*>(cache_bytes);
@@ -200,6 +209,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
 
     if constexpr (kForward) {
       PartState st;
+      math::Argmax<int> best;  // with o.argmax
       if constexpr (kStreamed) {
         // Step j is pack k = threadIdx.x + j * kRowThreads: into the row cache when k is cached
         // (pass 2 reads it there), else into ring slot j % kAhead. Each thread reads back only its
@@ -223,7 +233,7 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
         for (int j = 0; j < steps; ++j) {
           async_wait<kAhead - 1>();  // step j has landed; the next kAhead - 1 may be in flight
           const int k = first + j * kRowThreads;
-          accumulate_pack<T, P>(st, load_pack<T, P>(staged(j)), k, target_lane(ts, k), o);
+          accumulate_pack<T, P>(st, best, load_pack<T, P>(staged(j)), k, target_lane(ts, k), o);
           const int next = j + kAhead;
           if (next < steps) copy(next);
           async_commit();  // always one group per step, so the wait count above stays exact
@@ -248,11 +258,12 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
                 store_pack<T, P>(cache + k * P, v);
               }
             }
-            accumulate_pack<T, P>(st, pk[u], k, target_lane(ts, k), o);
+            accumulate_pack<T, P>(st, best, pk[u], k, target_lane(ts, k), o);
           }
         }
       }
       const PartState merged = block_merge(st, scratch);
+      if (o.argmax) best = block_argmax(best, best_scratch);
       if constexpr (kPlain) {
         if (row == blockIdx.x) read_header();
       }
@@ -260,7 +271,10 @@ __global__ void __launch_bounds__(kRowThreads, 2) ce_row_kernel(RowParams p) {
       lse = l.lse;
       one_minus_p_y = l.one_minus_p_y;
       grad_factor = l.grad_factor;
-      if (threadIdx.x == 0) store_row(p, row, l);
+      if (threadIdx.x == 0) {
+        store_row(p, row, l);
+        if (o.argmax) store_prediction(p, row, best, ignored, y);
+      }
     } else {
       if constexpr (kPlain) {
         if (row == blockIdx.x) read_header();

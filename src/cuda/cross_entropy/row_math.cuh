@@ -23,6 +23,7 @@ struct RowOptions {
   float inv_softcap;
   bool smoothing;
   const float* weights;  // float32 class weights or null
+  bool argmax;           // the row's argmax (predictions, token accuracy)
 };
 
 template <bool kPlain>
@@ -32,6 +33,7 @@ __device__ __forceinline__ RowOptions row_options(const RowParams& p) {
   o.inv_softcap = o.softcap > 0.0f ? 1.0f / o.softcap : 0.0f;
   o.smoothing = !kPlain && p.label_smoothing != 0.0f;
   o.weights = kPlain ? nullptr : p.weights;
+  o.argmax = !kPlain && p.argmax;
   return o;
 }
 
@@ -66,6 +68,17 @@ struct PartState {
 // Floats of scratch block_merge needs.
 inline constexpr int kMergeScratchPerWarp = 4;
 
+// An argmax as two floats (the index's bits in y), for the cluster fold.
+__device__ __forceinline__ float2 packed(const math::Argmax<int>& b) {
+  return make_float2(b.value, __int_as_float(b.index));
+}
+__device__ __forceinline__ math::Argmax<int> unpacked(float2 v) {
+  math::Argmax<int> b;
+  b.value = v.x;
+  b.index = __float_as_int(v.y);
+  return b;
+}
+
 // The CTA-wide merge of per-thread states in a fixed order (xor butterfly within warps, then warps
 // in index order through `scratch`, kMergeScratchPerWarp floats per warp). Every thread gets the
 // same bits: a merge's float operations are commutative, so both lanes of a butterfly agree.
@@ -88,6 +101,23 @@ __device__ __forceinline__ PartState block_merge(PartState s, float* scratch) {
   return total;
 }
 
+// The CTA-wide argmax of per-thread parts (a float2 per warp of `scratch`), to every thread.
+// argmax_better is a total order, so any merge order gives every thread the same class.
+__device__ __forceinline__ math::Argmax<int> block_argmax(math::Argmax<int> b, float2* scratch) {
+  for (int o = 16; o > 0; o /= 2) {
+    math::Argmax<int> other;
+    other.value = __shfl_xor_sync(0xffffffffu, b.value, o);
+    other.index = __shfl_xor_sync(0xffffffffu, b.index, o);
+    b.merge(other);
+  }
+  const int warp = threadIdx.x / kWarpSize, warps = blockDim.x / kWarpSize;
+  __syncthreads();  // scratch may still be read by the previous row
+  if (threadIdx.x % kWarpSize == 0) scratch[warp] = packed(b);
+  __syncthreads();
+  for (int w = 0; w < warps; ++w) b.merge(unpacked(scratch[w]));
+  return b;
+}
+
 // Where a row's target class lies in packs of P (pack -1: nowhere, for an out-of-range target),
 // found once per row, so that per pack one integer compare tells whether the pack holds it and the
 // per-element loops carry no 64-bit index arithmetic.
@@ -108,18 +138,23 @@ __device__ __forceinline__ int target_lane(const TargetSlot& t, Index k) {
 }
 
 // Adds pack k of the row (its P logits) to a part's state: online max and sum of exp in base 2,
-// the smoothing sum, and the target's capped logit (`target`: its lane in this pack, or -1), whose
-// exp stays out of the sum (added by ce_target_terms). Per element an FFMA, an ex2 and an add for
-// plain rows.
+// the smoothing sum, the target's capped logit (`target`: its lane in this pack, or -1), whose
+// exp stays out of the sum (added by ce_target_terms), and with o.argmax the part's argmax
+// `best`. Per element an FFMA, an ex2 and an add for plain rows.
 template <typename T, int P, typename Index>
-__device__ __forceinline__ void accumulate_pack(PartState& st, const Pack<T, P>& pk, Index k,
-                                                int target, const RowOptions& o) {
+__device__ __forceinline__ void accumulate_pack(PartState& st, math::Argmax<int>& best,
+                                                const Pack<T, P>& pk, Index k, int target,
+                                                const RowOptions& o) {
   float c[P];
   float pm = -INFINITY;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     c[i] = math::cap_logit(pk.value(i), o.softcap, o.inv_softcap);
     pm = fmaxf(pm, c[i]);
+  }
+  if (o.argmax) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) best.add(c[i], static_cast<int>(k) * P + i);
   }
   math::OnlineLse& s = st.lse;
   // Selects, not a branch: across a branch the compiler keeps no pack values in registers and
@@ -214,6 +249,15 @@ __device__ __forceinline__ void store_row(const RowParams& p, std::int64_t row, 
   p.row_z[row] = l.z;
   if (p.loss_rows) p.loss_rows[row] = l.ce + l.z;
   if (p.z_rows) p.z_rows[row] = l.z;
+}
+
+// The row's prediction and hit from its merged argmax (one thread per row writes them).
+__device__ __forceinline__ void store_prediction(const RowParams& p, std::int64_t row,
+                                                 const math::Argmax<int>& best, bool ignored,
+                                                 std::int64_t y) {
+  const std::int64_t predicted = math::ce_prediction(best.index, ignored);
+  if (p.predicted) p.predicted[row] = predicted;
+  if (p.row_hit) p.row_hit[row] = predicted == y ? 1.0f : 0.0f;
 }
 
 }  // namespace tigon::cuda::cross_entropy

@@ -42,6 +42,11 @@ struct RowParams {
   // (slice_plan.h).
   int cluster;
   std::int64_t slice_packs;
+  // Forward predictions (rows with options only; last, so that the fields above keep their
+  // offsets in the kernels' parameter space).
+  std::int64_t* predicted;  // the rows' argmax (-1 for ignored rows), or null
+  float* row_hit;           // [argmax == target] per row (kNone: the accuracy), or null
+  bool argmax;              // predicted or row_hit is set
 };
 
 }  // namespace tigon::cuda::cross_entropy

@@ -46,6 +46,8 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
   __shared__ __align__(16) float scratch[kMergeScratchPerWarp * kSliceThreads / kWarpSize];
   // The cluster's CTAs' merged states, one slot each (two arrays: see cluster_fold).
   __shared__ float4 published[2][kMaxPortableCluster];
+  __shared__ float2 best_scratch[kSliceThreads / kWarpSize];
+  __shared__ float2 published_best[2][kMaxPortableCluster];  // with o.argmax
   T* const slice = reinterpret_cast<T*>(slice_bytes);
 
   const int cluster = p.cluster;
@@ -104,6 +106,7 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
     const TargetSlot ts = target_slot<P>(y, in_range);
 
     PartState st;
+    math::Argmax<int> best;  // with o.argmax
     for (int j = 0; j < steps; ++j) {
       // Committed after step j: this row's later steps, the rows ahead, and (refilled in this
       // loop when there is no pass 2) the refill row's first j.
@@ -111,10 +114,11 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
       async_wait_at_most(steps - 1 - j + ahead * steps + (refill_now ? j : 0));
       const Pack<T, P> pk = load_pack<T, P>(slot(stage, j));
       const std::int64_t k = first + tid + static_cast<std::int64_t>(j) * B;
-      accumulate_pack<T, P>(st, pk, k, target_lane(ts, k), o);
+      accumulate_pack<T, P>(st, best, pk, k, target_lane(ts, k), o);
       if (refill_now) load(stage, refill, j);
     }
     st = block_merge(st, scratch);
+    if (o.argmax) best = block_argmax(best, best_scratch);
     if (cluster > 1) {
       const auto merge = [](float4 a, float4 b) {
         PartState s = PartState::unpacked(a);
@@ -122,10 +126,21 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
         return s.packed();
       };
       st = PartState::unpacked(cluster_fold(st.packed(), published[parity], cluster, merge));
+      if (o.argmax) {
+        const auto merge_best = [](float2 a, float2 b) {
+          math::Argmax<int> s = unpacked(a);
+          s.merge(unpacked(b));
+          return packed(s);
+        };
+        best = unpacked(cluster_fold(packed(best), published_best[parity], cluster, merge_best));
+      }
       parity ^= 1;
     }
     const RowLoss l = row_loss<kPlain>(st, ignored, w_y, weight_total, p, row);
-    if (first == 0 && tid == 0) store_row(p, row, l);
+    if (first == 0 && tid == 0) {
+      store_row(p, row, l);
+      if (o.argmax) store_prediction(p, row, best, ignored, y);
+    }
 
     if constexpr (kWritesGrad) {
       T* g = static_cast<T*>(p.grad) + row * p.grad_row_stride;

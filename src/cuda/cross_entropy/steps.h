@@ -19,16 +19,18 @@ void prepare(const detail::CrossEntropyArgs& all_rows, float* header, float* wei
 
 // The rows of `chunk` (pointers and row count of the chunk): per-row terms, lse if chunk.lse, the
 // gradient for upstream 1 (chunk.grad_loss if set) into chunk.grad if set (may equal
-// chunk.logits), each row times its token scale (chunk.token_scale...). For kNone, chunk.loss
-// and chunk.z_loss (if set) receive the per-row values. behind_prepare: prepare() is the last
+// chunk.logits), each row times its token scale (chunk.token_scale...), chunk.predicted if set,
+// and the hits into terms.hit if chunk.accuracy is set. For kNone, chunk.loss, chunk.z_loss and
+// chunk.accuracy (if set) receive the per-row values. behind_prepare: prepare() is the last
 // launch before this one on the stream (the rows then start while it runs).
 void forward_rows(const detail::CrossEntropyArgs& chunk, const float* header,
-                  const float* weights_f32, float* row_ce, float* row_z, bool behind_prepare,
-                  int device, cudaStream_t stream);
+                  const float* weights_f32, detail::RowTerms terms, bool behind_prepare, int device,
+                  cudaStream_t stream);
 
-// loss[0] (and z_loss[0]) from the per-row terms (kSum / kMean). behind_rows: forward_rows() is
-// the last launch before this one on the stream (finish is then launched before the rows end).
-void finish(const float* header, const float* row_ce, const float* row_z, std::int64_t rows,
-            float* loss, float* z_loss, bool behind_rows, int device, cudaStream_t stream);
+// all_rows.loss[0] (and z_loss[0], accuracy[0] if set) from the per-row terms of all its rows
+// (kSum / kMean). behind_rows: forward_rows() is the last launch before this one on the stream
+// (finish is then launched before the rows end).
+void finish(const detail::CrossEntropyArgs& all_rows, const float* header, detail::RowTerms terms,
+            bool behind_rows, int device, cudaStream_t stream);
 
 }  // namespace tigon::cuda::cross_entropy

@@ -56,8 +56,7 @@ struct Carved {
   void* logits;
   float* header;
   float* weights;
-  float* row_ce;
-  float* row_z;
+  detail::RowTerms row;  // [N] each
   float* dbias;
   float* dweight;  // rows [0, R) of a 16-bit dweight accumulated in float32 (dweight_fp32)
   void* blas;
@@ -80,8 +79,9 @@ Carved carve(const FlceArgs& a, std::size_t* total) {
   c.logits = take(logits_bytes(a));
   c.header = static_cast<float*>(take(sizeof(float) * cross_entropy::kHeaderFloats));
   c.weights = static_cast<float*>(take(a.ce.weight ? sizeof(float) * a.ce.vocab : 0));
-  c.row_ce = static_cast<float*>(take(sizeof(float) * a.ce.rows));
-  c.row_z = static_cast<float*>(take(sizeof(float) * a.ce.rows));
+  c.row.ce = static_cast<float*>(take(sizeof(float) * a.ce.rows));
+  c.row.z = static_cast<float*>(take(sizeof(float) * a.ce.rows));
+  c.row.hit = static_cast<float*>(take(sizeof(float) * a.ce.rows));
   c.dbias = static_cast<float*>(take(a.grad_bias ? sizeof(float) * a.ce.vocab : 0));
   const std::size_t low_floats =
       a.dweight_fp32 ? detail::dweight_split(a.ce.vocab, a.hidden_size).low_floats() : 0;
@@ -246,8 +246,7 @@ void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr)
       });
     }
     const detail::CrossEntropyArgs c = detail::chunk_args(a, r0, rows, w.logits);
-    cross_entropy::forward_rows(c, w.header, w.weights, w.row_ce + r0, w.row_z + r0, false, device,
-                                s);
+    cross_entropy::forward_rows(c, w.header, w.weights, w.row.offset(r0), false, device, s);
     if (!a.needs_grad()) continue;
     if (a.grad_hidden) {
       // dX[rows, H] = dL W: column-major dX^T[H, rows] = W^T[H, V] dL^T[V, rows].
@@ -294,7 +293,7 @@ void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr)
     });
   }
   if (a.ce.loss && a.ce.params.reduction != Reduction::kNone) {  // not in a backward
-    cross_entropy::finish(w.header, w.row_ce, w.row_z, n, a.ce.loss, a.ce.z_loss, false, device, s);
+    cross_entropy::finish(a.ce, w.header, w.row, false, device, s);
   }
 }
 
