@@ -24,11 +24,15 @@ void glu_fwd(const detail::GluFwdArgs&, int, void*) { unavailable(); }
 void glu_bwd(const detail::GluBwdArgs&, int, void*) { unavailable(); }
 void rope(const detail::RopeArgs&, int, void*) { unavailable(); }
 
-std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs&, bool) { unavailable(); }
+std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs&, bool, int) {
+  unavailable();
+}
 void cross_entropy_fwd(const detail::CrossEntropyArgs&, int, void*) { unavailable(); }
 void cross_entropy_bwd(const detail::CrossEntropyArgs&, int, void*) { unavailable(); }
 void cross_entropy_scale_grad(const detail::ScaleGradArgs&, int, void*) { unavailable(); }
-std::size_t fused_linear_cross_entropy_workspace_size(const detail::FlceArgs&) { unavailable(); }
+std::size_t fused_linear_cross_entropy_workspace_size(const detail::FlceArgs&, int) {
+  unavailable();
+}
 void fused_linear_cross_entropy(const detail::FlceArgs&, int, void*) { unavailable(); }
 
 }  // namespace tigon::cuda

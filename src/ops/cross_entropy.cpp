@@ -135,8 +135,9 @@ std::int64_t loss_numel(const CrossEntropyArgs& a) {
 }
 
 std::size_t workspace_size(const CrossEntropyArgs& a, Device device, bool forward) {
-  return device.type == DeviceType::kCUDA ? cuda::cross_entropy_workspace_size(a, forward)
-                                          : cpu::cross_entropy_workspace_size(a, forward);
+  return device.type == DeviceType::kCUDA
+             ? cuda::cross_entropy_workspace_size(a, forward, device.index)
+             : cpu::cross_entropy_workspace_size(a, forward);
 }
 
 }  // namespace

@@ -72,15 +72,22 @@ struct CeScales {
   float weight_total = 0.0f;  // W: sum of all class weights (vocab without weights)
 };
 
+// Floats a row of RowTerms::slices holds: the CUDA slice kernel's per-CTA results for rows split
+// over up to 2 CTAs (its online state, 4 floats, and its argmax, 2), on GPUs without clusters.
+inline constexpr std::int64_t kSliceFloatsPerRow = 2 * (4 + 2);
+
 // Where the forward's per-row results go (workspace arrays of `rows` floats): cross-entropy and
-// z-loss terms, and the hits [pred_i == y] (written when the token accuracy is asked for).
+// z-loss terms, the hits [pred_i == y] (written when the token accuracy is asked for), and on a
+// CUDA GPU without clusters kSliceFloatsPerRow floats a row of slice results (null elsewhere).
 struct RowTerms {
   float* ce = nullptr;
   float* z = nullptr;
   float* hit = nullptr;
+  float* slices = nullptr;
 
   RowTerms offset(std::int64_t rows) const {
-    return {ce + rows, z + rows, hit ? hit + rows : nullptr};
+    return {ce + rows, z + rows, hit ? hit + rows : nullptr,
+            slices ? slices + rows * kSliceFloatsPerRow : nullptr};
   }
 };
 
@@ -113,7 +120,8 @@ void cross_entropy_finish(const detail::CrossEntropyArgs& args, const detail::Ce
 }  // namespace tigon::cpu
 
 namespace tigon::cuda {
-std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs& args, bool forward);
+std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs& args, bool forward,
+                                         int device);
 void cross_entropy_fwd(const detail::CrossEntropyArgs& args, int device, void* stream);
 void cross_entropy_bwd(const detail::CrossEntropyArgs& args, int device, void* stream);
 void cross_entropy_scale_grad(const detail::ScaleGradArgs& args, int device, void* stream);

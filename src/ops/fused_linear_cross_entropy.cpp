@@ -160,7 +160,7 @@ FlceArgs checked(const FusedLinearCrossEntropyParams& params,
 }
 
 std::size_t workspace_for(const FlceArgs& a, Device d) {
-  return d.type == DeviceType::kCUDA ? cuda::fused_linear_cross_entropy_workspace_size(a)
+  return d.type == DeviceType::kCUDA ? cuda::fused_linear_cross_entropy_workspace_size(a, d.index)
                                      : cpu::fused_linear_cross_entropy_workspace_size(a);
 }
 

@@ -77,6 +77,6 @@ void finish_dweight(const detail::DweightSplit& split, const float* low, void* s
 }  // namespace tigon::cpu
 
 namespace tigon::cuda {
-std::size_t fused_linear_cross_entropy_workspace_size(const detail::FlceArgs& args);
+std::size_t fused_linear_cross_entropy_workspace_size(const detail::FlceArgs& args, int device);
 void fused_linear_cross_entropy(const detail::FlceArgs& args, int device, void* stream);
 }  // namespace tigon::cuda

@@ -19,6 +19,7 @@
 #include "cpp/host_tensor.h"
 #include "cuda/common/device_properties.h"
 #include "cuda/cross_entropy/slice_plan.h"
+#include "cuda/cross_entropy/steps.h"
 #include "cuda/cuda_test_support.h"
 #include "ops/cross_entropy_args.h"
 #include "tigon/tigon.h"
@@ -502,6 +503,89 @@ INSTANTIATE_TEST_SUITE_P(Slices, CrossEntropyCuda, ::testing::ValuesIn(slice_cas
 
 // A NaN logit makes its row's loss NaN on both backends, also where it follows only -inf logits
 // (the online max is still -inf when it arrives), in the row kernel and in the slice kernel.
+// Rows over two CTAs give the same bits through a cluster and, as on a GPU without clusters
+// (an A100), through the slice results in global memory (slice_pass.h): per-row losses, lse,
+// gradient, predictions and hits, forced here on this GPU for plain rows, every option, and
+// predictions.
+TEST(CrossEntropyCudaSlices, WithoutClustersGiveTheClusterBits) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  if (!tigon::cuda::device_properties(0).clusters) GTEST_SKIP() << "needs sm_90 clusters";
+  const struct {
+    DType dtype;
+    std::int64_t v;
+  } shapes[] = {{DType::kBFloat16, 40000},
+                {DType::kBFloat16, 65536},
+                {DType::kFloat32, 20000},
+                {DType::kFloat32, 32768}};
+  for (const auto& shape : shapes)
+    for (int options = 0; options < 3; ++options)  // plain, every option, predictions
+      for (bool grad : {false, true}) {
+        const std::int64_t n = 37, v = shape.v;
+        const std::string what = std::string(tigon::dtype_name(shape.dtype)) + " V " +
+                                 std::to_string(v) + " options " + std::to_string(options) +
+                                 (grad ? " grad" : "");
+        SCOPED_TRACE(what);
+        std::mt19937 rng(static_cast<unsigned>(v + options));
+        HostTensor x(shape.dtype, {n, v});
+        x.fill_normal(rng, 0.0f, 2.0f);
+        std::vector<std::int64_t> y(n);
+        std::uniform_int_distribution<std::int64_t> cls(0, v - 1);
+        for (std::int64_t i = 0; i < n; ++i) y[i] = i % 9 == 4 ? -100 : cls(rng);
+        std::vector<float> w(v);
+        std::uniform_real_distribution<float> u(0.5f, 1.5f);
+        for (float& e : w) e = u(rng);
+        const std::size_t xbytes = static_cast<std::size_t>(n * v) * tigon::element_size(x.dtype());
+        DeviceBuffer dx(x.bytes(), xbytes), dy(y.data(), 8 * n), dw(w.data(), 4 * v);
+
+        tigon::detail::CrossEntropyArgs a;
+        a.params.reduction = Reduction::kNone;
+        if (options == 1) {
+          a.params.label_smoothing = 0.1f;
+          a.params.lse_square_scale = 1e-3f;
+          a.params.softcap = 30.0f;
+          a.weight = dw.data();
+        }
+        a.rows = n;
+        a.vocab = v;
+        a.logits = dx.data();
+        a.logits_row_stride = v;
+        a.logits_dtype = shape.dtype;
+        a.target = static_cast<const std::int64_t*>(dy.data());
+        const tigon::cuda::cross_entropy::SlicePlan plan =
+            tigon::cuda::cross_entropy::forward_slice_plan(a, 0);
+        ASSERT_EQ(plan.cluster, 2) << "the case must split its rows over two CTAs";
+
+        std::vector<std::vector<std::uint8_t>> results[2];
+        for (const bool clusters : {true, false}) {
+          DeviceBuffer loss(4 * n), z(4 * n), lse(4 * n), pred(8 * n), acc(4 * n), g(xbytes);
+          g.fill(0xA5);
+          a.loss = loss.floats();
+          a.z_loss = z.floats();
+          a.lse = lse.floats();
+          a.predicted = options == 2 ? static_cast<std::int64_t*>(pred.data()) : nullptr;
+          a.accuracy = options == 2 ? acc.floats() : nullptr;
+          a.grad = grad ? g.data() : nullptr;
+          a.grad_row_stride = v;
+          // What a GPU without clusters needs: the slice results besides the rest.
+          const std::size_t ws_bytes = 4 * (64 + 3 * n + v + n * tigon::detail::kSliceFloatsPerRow);
+          DeviceBuffer ws(ws_bytes);
+          a.workspace = ws.data();
+          a.workspace_bytes = ws_bytes;
+          tigon::cuda::cross_entropy::fwd_with_clusters(a, clusters, 0, nullptr);
+          tigon::testing::cuda_ok(cudaDeviceSynchronize(), what.c_str());
+          for (const DeviceBuffer* b : {&loss, &z, &lse, &pred, &acc, &g}) {
+            std::vector<std::uint8_t> host(b->bytes());
+            b->download(host.data(), host.size());
+            results[clusters ? 0 : 1].push_back(std::move(host));
+          }
+        }
+        const char* names[] = {"loss", "z_loss", "lse", "predicted", "accuracy", "gradient"};
+        for (std::size_t k = 0; k < results[0].size(); ++k) {
+          EXPECT_TRUE(results[0][k] == results[1][k]) << names[k] << " differs without clusters";
+        }
+      }
+}
+
 TEST(CrossEntropyCudaEdge, NanAfterNegativeInfinityGivesNan) {
   SKIP_WITHOUT_CUDA_DEVICE();
   for (std::int64_t v : {std::int64_t{1000}, std::int64_t{128256}}) {

@@ -34,12 +34,13 @@ bool aligned(const void* p, std::size_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-Layout layout_of(const CrossEntropyArgs& a, bool forward) {
+Layout layout_of(const CrossEntropyArgs& a, bool forward, int device) {
   Layout l;
   l.rows = a.rows;
   l.vocab = a.vocab;
   l.forward = forward;
   l.weighted = a.weight != nullptr;
+  l.slices = !device_properties(device).clusters;
   return l;
 }
 
@@ -90,11 +91,13 @@ bool launch_slices_as(const RowParams& p, bool dependent, int device, cudaStream
   static std::atomic<std::uint64_t> configured{0};
   configure_once(kernel, configured, device, max_slice_bytes(device), true);
   const std::size_t smem = static_cast<std::size_t>(p.slice_packs) * kSlicePackBytes;
+  const int hw_cluster = p.slice_pass == SlicePass::kCluster ? p.cluster : 1;
   const std::int64_t resident = resident_clusters(reinterpret_cast<const void*>(kernel),
-                                                  dim3(kSliceThreads), smem, p.cluster, device);
+                                                  dim3(kSliceThreads), smem, hw_cluster, device) /
+                                (p.cluster / hw_cluster);
   if (resident < 1) return false;
   const std::int64_t clusters = std::min({p.rows, resident, kMaxGridBlocks / p.cluster});
-  launch_dependent_kernel(kernel, clusters * p.cluster, dim3(kSliceThreads), smem, p.cluster,
+  launch_dependent_kernel(kernel, clusters * p.cluster, dim3(kSliceThreads), smem, hw_cluster,
                           dependent, s, p);
   return true;
 }
@@ -128,6 +131,18 @@ bool launch_slices(const RowParams& p, bool dependent, int device, cudaStream_t 
   return launch_slices_as<T, kMode, false>(p, dependent, device, s);
 }
 
+// Rows over several CTAs without clusters (slice_pass.h): the CTAs' results through
+// p.slice_states, published by a loss-only launch (whose pass 1 refills the slices as the row
+// kernel's loss rows do; its results are the loss rows', hence the gradient launch's), then
+// folded by the launch of the requested mode.
+template <typename T, RowMode kMode>
+bool launch_unclustered_slices(RowParams p, bool dependent, int device, cudaStream_t s) {
+  p.slice_pass = SlicePass::kPublish;
+  if (!launch_slices<T, RowMode::kLoss>(p, dependent, device, s)) return false;
+  p.slice_pass = SlicePass::kGather;
+  return launch_slices<T, kMode>(p, false, device, s);
+}
+
 // 16-byte packs need V, both row strides and both base pointers to be multiples of 16 bytes.
 bool vector_rows(const CrossEntropyArgs& a, std::int64_t vec) {
   return a.vocab % vec == 0 && aligned(a.logits, 16) &&
@@ -136,9 +151,10 @@ bool vector_rows(const CrossEntropyArgs& a, std::int64_t vec) {
           (aligned(a.grad, 16) && (a.rows == 1 || a.grad_row_stride % vec == 0)));
 }
 
+// `slice_states`: RowTerms::slices where the device has no clusters (null where it has them).
 template <RowMode kMode>
-void run_rows(const CrossEntropyArgs& a, RowParams p, bool behind_prepare, int device,
-              cudaStream_t s) {
+void run_rows(const CrossEntropyArgs& a, RowParams p, float* slice_states, bool behind_prepare,
+              int device, cudaStream_t s) {
   const bool dependent = behind_prepare && dependent_launches(device);
   detail::dispatch_dtype(a.logits_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -148,7 +164,12 @@ void run_rows(const CrossEntropyArgs& a, RowParams p, bool behind_prepare, int d
       if (plan.cluster > 0) {
         p.cluster = plan.cluster;
         p.slice_packs = plan.slice_packs;
-        if (launch_slices<T, kMode>(p, dependent, device, s)) return;
+        if (plan.cluster > 1 && slice_states != nullptr) {
+          p.slice_states = slice_states;
+          if (launch_unclustered_slices<T, kMode>(p, dependent, device, s)) return;
+        } else if (launch_slices<T, kMode>(p, dependent, device, s)) {
+          return;
+        }
       }
     }
     const bool vec = vector_rows(a, kVec);
@@ -197,8 +218,9 @@ namespace cross_entropy {
 SlicePlan forward_slice_plan(const CrossEntropyArgs& a, int device) {
   const auto vec = static_cast<std::int64_t>(kSlicePackBytes / element_size(a.logits_dtype));
   if (a.rows == 0 || !vector_rows(a, vec)) return {};
-  const int max_cluster = device_properties(device).clusters ? kMaxCluster : 1;
-  const SlicePlan plan = slice_plan(a.vocab / vec, max_cluster);
+  // The plan is the shape's on every GPU: one without clusters runs its CTAs through the slice
+  // results (slice_pass.h), so that a row's bits never depend on the GPU.
+  const SlicePlan plan = slice_plan(a.vocab / vec, kMaxCluster);
   if (plan.cluster > kRowKernelAboveCluster) return {};
   return plan.smem_bytes() <= max_slice_bytes(device) ? plan : SlicePlan{};
 }
@@ -221,9 +243,9 @@ void forward_rows(const CrossEntropyArgs& a, const float* header, const float* w
   if (a.accuracy != nullptr) p.row_hit = none ? a.accuracy : terms.hit;
   p.argmax = a.predicts();
   if (a.grad != nullptr) {
-    run_rows<RowMode::kLossGrad>(a, p, behind_prepare, device, s);
+    run_rows<RowMode::kLossGrad>(a, p, terms.slices, behind_prepare, device, s);
   } else {
-    run_rows<RowMode::kLoss>(a, p, behind_prepare, device, s);
+    run_rows<RowMode::kLoss>(a, p, terms.slices, behind_prepare, device, s);
   }
 }
 
@@ -237,17 +259,25 @@ void finish(const CrossEntropyArgs& all_rows, const float* header, detail::RowTe
 
 }  // namespace cross_entropy
 
-std::size_t cross_entropy_workspace_size(const CrossEntropyArgs& a, bool forward) {
-  return static_cast<std::size_t>(layout_of(a, forward).floats()) * sizeof(float);
+std::size_t cross_entropy_workspace_size(const CrossEntropyArgs& a, bool forward, int device) {
+  return static_cast<std::size_t>(layout_of(a, forward, device).floats()) * sizeof(float);
 }
 
 void cross_entropy_fwd(const CrossEntropyArgs& a, int device, void* stream) {
+  cross_entropy::fwd_with_clusters(a, device_properties(device).clusters, device, stream);
+}
+
+namespace cross_entropy {
+
+void fwd_with_clusters(const CrossEntropyArgs& a, bool clusters, int device, void* stream) {
   const DeviceGuard guard(device);
   const auto s = static_cast<cudaStream_t>(stream);
-  const Layout l = layout_of(a, true);
+  Layout l = layout_of(a, true, device);
+  l.slices = !clusters;
   float* ws = static_cast<float*>(a.workspace);
   float* row_terms = ws + Layout::kHeader;
-  const detail::RowTerms terms{row_terms, row_terms + a.rows, row_terms + 2 * a.rows};
+  const detail::RowTerms terms{row_terms, row_terms + a.rows, row_terms + 2 * a.rows,
+                               l.slices ? ws + l.slices_offset() : nullptr};
   cross_entropy::prepare(a, ws, ws + l.weights_offset(), s);
   // prepare -> rows -> finish as a chain of dependent launches: the rows' first pass overlaps
   // prepare, and finish is launched before the rows end.
@@ -257,14 +287,16 @@ void cross_entropy_fwd(const CrossEntropyArgs& a, int device, void* stream) {
   }
 }
 
+}  // namespace cross_entropy
+
 void cross_entropy_bwd(const CrossEntropyArgs& a, int device, void* stream) {
   const DeviceGuard guard(device);
   const auto s = static_cast<cudaStream_t>(stream);
-  const Layout l = layout_of(a, false);
+  const Layout l = layout_of(a, false, device);
   float* ws = static_cast<float*>(a.workspace);
   cross_entropy::prepare(a, ws, ws + l.weights_offset(), s);
-  run_rows<RowMode::kGrad>(a, row_params(a, ws, ws + l.weights_offset(), nullptr, nullptr), true,
-                           device, s);
+  run_rows<RowMode::kGrad>(a, row_params(a, ws, ws + l.weights_offset(), nullptr, nullptr), nullptr,
+                           true, device, s);
 }
 
 void cross_entropy_scale_grad(const detail::ScaleGradArgs& a, int device, void* stream) {

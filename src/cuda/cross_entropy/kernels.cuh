@@ -48,16 +48,21 @@ inline constexpr int kUnroll = 2;  // packs loaded before any is used: bytes in 
 inline constexpr int kAhead = 4;
 inline constexpr std::size_t kRingBytes = std::size_t{kAhead} * kRowThreads * 16;
 
-// Workspace in floats: CeScales-like header, per-row terms (ce, z, hit), float32 class weights.
+// Workspace in floats: CeScales-like header, per-row terms (ce, z, hit), float32 class weights,
+// and (forward, GPUs without clusters) the slice results (RowTerms::slices).
 struct Layout {
   static constexpr std::int64_t kHeader = 8;  // weight_sum, count, a, b, weight_total, pad
   std::int64_t rows = 0;
   std::int64_t vocab = 0;
   bool forward = false;
   bool weighted = false;
+  bool slices = false;
   std::int64_t row_terms() const { return forward ? 3 * rows : 0; }
   std::int64_t weights_offset() const { return kHeader + row_terms(); }
-  std::int64_t floats() const { return weights_offset() + (weighted ? vocab : 0); }
+  std::int64_t slices_offset() const { return weights_offset() + (weighted ? vocab : 0); }
+  std::int64_t floats() const {
+    return slices_offset() + (forward && slices ? rows * detail::kSliceFloatsPerRow : 0);
+  }
 };
 
 // The block's sum of v in a fixed order (xor butterfly, then warps in order), to every thread.

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "cuda/common/slice_pass.h"
+
 namespace tigon::cuda::cross_entropy {
 
 // kLoss: loss terms only; kLossGrad: loss terms and the gradient for upstream 1 (the training
@@ -47,6 +49,11 @@ struct RowParams {
   std::int64_t* predicted;  // the rows' argmax (-1 for ignored rows), or null
   float* row_hit;           // [argmax == target] per row (kNone: the accuracy), or null
   bool argmax;              // predicted or row_hit is set
+  // How the slice kernel's CTAs of a row meet (slice_pass.h): a cluster, or two launches through
+  // slice_states (kSliceFloatsPerRow floats a row: each CTA's state at 4 * rank, its argmax at
+  // 4 * cluster + 2 * rank) on GPUs without clusters.
+  SlicePass slice_pass;
+  float* slice_states;
 };
 
 }  // namespace tigon::cuda::cross_entropy

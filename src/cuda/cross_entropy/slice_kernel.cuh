@@ -30,11 +30,44 @@
 namespace tigon::cuda::cross_entropy {
 
 static_assert(kMaxCluster <= kMaxPortableCluster, "the cluster folds have a slot per CTA");
+static_assert(tigon::detail::kSliceFloatsPerRow >= kRowKernelAboveCluster * (4 + 2),
+              "slice_states holds a state and an argmax for each CTA of a row");
 
 inline constexpr int kSliceThreads = 256;
 // Slices are sized so that this many CTAs fit on an SM (3 x 64 KB of the 228 KB of an H100/H200),
 // which bounds registers to 85 a thread.
 inline constexpr int kSliceBlocksPerSm = 3;
+
+// The folds of the CTAs' results of a row over a cluster (or through RowParams::slice_states).
+__device__ __forceinline__ float4 merge_states(float4 a, float4 b) {
+  PartState s = PartState::unpacked(a);
+  s.merge(PartState::unpacked(b));
+  return s.packed();
+}
+
+__device__ __forceinline__ float2 merge_bests(float2 a, float2 b) {
+  math::Argmax<int> s = unpacked(a);
+  s.merge(unpacked(b));
+  return packed(s);
+}
+
+// Slice results in global memory one float at a time (the workspace is only 4-byte aligned).
+__device__ __forceinline__ void store_floats(float* dst, float4 v) {
+  dst[0] = v.x;
+  dst[1] = v.y;
+  dst[2] = v.z;
+  dst[3] = v.w;
+}
+__device__ __forceinline__ void store_floats(float* dst, float2 v) {
+  dst[0] = v.x;
+  dst[1] = v.y;
+}
+__device__ __forceinline__ float4 load_float4(const float* src) {
+  return make_float4(src[0], src[1], src[2], src[3]);
+}
+__device__ __forceinline__ float2 load_float2(const float* src) {
+  return make_float2(src[0], src[1]);
+}
 
 template <typename T, RowMode kMode, bool kPlain>
 __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_kernel(RowParams p) {
@@ -51,8 +84,9 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
   T* const slice = reinterpret_cast<T*>(slice_bytes);
 
   const int cluster = p.cluster;
+  const bool clustered = cluster > 1 && p.slice_pass == SlicePass::kCluster;
   // cluster_fold writes into peers: not before every CTA of the cluster has started.
-  if (cluster > 1) cluster_barrier();
+  if (clustered) cluster_barrier();
   const std::int64_t packs = p.vocab / P;
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x % cluster) * p.slice_packs;
   const std::int64_t count = first < packs ? min(p.slice_packs, packs - first) : 0;
@@ -119,22 +153,33 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
     }
     st = block_merge(st, scratch);
     if (o.argmax) best = block_argmax(best, best_scratch);
-    if (cluster > 1) {
-      const auto merge = [](float4 a, float4 b) {
-        PartState s = PartState::unpacked(a);
-        s.merge(PartState::unpacked(b));
-        return s.packed();
-      };
-      st = PartState::unpacked(cluster_fold(st.packed(), published[parity], cluster, merge));
+    if (clustered) {
+      st = PartState::unpacked(cluster_fold(st.packed(), published[parity], cluster, merge_states));
       if (o.argmax) {
-        const auto merge_best = [](float2 a, float2 b) {
-          math::Argmax<int> s = unpacked(a);
-          s.merge(unpacked(b));
-          return packed(s);
-        };
-        best = unpacked(cluster_fold(packed(best), published_best[parity], cluster, merge_best));
+        best = unpacked(cluster_fold(packed(best), published_best[parity], cluster, merge_bests));
       }
       parity ^= 1;
+    } else if (cluster > 1) {
+      // Without a cluster (slice_pass.h): the first launch stores this CTA's results and moves
+      // on; the second folds the row's, in rank order as cluster_fold does.
+      float* const states = p.slice_states + row * tigon::detail::kSliceFloatsPerRow;
+      float* const bests = states + 4 * cluster;
+      const int rank = static_cast<int>(blockIdx.x % cluster);
+      if (p.slice_pass == SlicePass::kPublish) {
+        if (tid == 0) {
+          store_floats(states + 4 * rank, st.packed());
+          if (o.argmax) store_floats(bests + 2 * rank, packed(best));
+        }
+        continue;
+      }
+      float4 s = load_float4(states);
+      for (int r = 1; r < cluster; ++r) s = merge_states(s, load_float4(states + 4 * r));
+      st = PartState::unpacked(s);
+      if (o.argmax) {
+        float2 b = load_float2(bests);
+        for (int r = 1; r < cluster; ++r) b = merge_bests(b, load_float2(bests + 2 * r));
+        best = unpacked(b);
+      }
     }
     const RowLoss l = row_loss<kPlain>(st, ignored, w_y, weight_total, p, row);
     if (first == 0 && tid == 0) {
@@ -166,7 +211,7 @@ __global__ void __launch_bounds__(kSliceThreads, kSliceBlocksPerSm) ce_slice_ker
       }
     }
   }
-  if (cluster > 1) cluster_barrier();  // peers may still access `published`
+  if (clustered) cluster_barrier();  // peers may still access `published`
 }
 
 }  // namespace tigon::cuda::cross_entropy

@@ -67,7 +67,7 @@ std::size_t logits_bytes(const FlceArgs& a) {
   return align(static_cast<std::size_t>(a.chunk_rows * a.ce.vocab) * element_size(a.dtype));
 }
 
-Carved carve(const FlceArgs& a, std::size_t* total) {
+Carved carve(const FlceArgs& a, int device, std::size_t* total) {
   auto* base = static_cast<unsigned char*>(a.workspace);
   std::size_t off = 0;
   Carved c{};
@@ -82,6 +82,11 @@ Carved carve(const FlceArgs& a, std::size_t* total) {
   c.row.ce = static_cast<float*>(take(sizeof(float) * a.ce.rows));
   c.row.z = static_cast<float*>(take(sizeof(float) * a.ce.rows));
   c.row.hit = static_cast<float*>(take(sizeof(float) * a.ce.rows));
+  // The CE slice kernel's results on GPUs without clusters (slice_pass.h).
+  if (!device_properties(device).clusters) {
+    c.row.slices =
+        static_cast<float*>(take(sizeof(float) * a.ce.rows * detail::kSliceFloatsPerRow));
+  }
   c.dbias = static_cast<float*>(take(a.grad_bias ? sizeof(float) * a.ce.vocab : 0));
   const std::size_t low_floats =
       a.dweight_fp32 ? detail::dweight_split(a.ce.vocab, a.hidden_size).low_floats() : 0;
@@ -197,16 +202,16 @@ void finish_dweight(const detail::DweightSplit& split, const float* low, void* g
 
 }  // namespace
 
-std::size_t fused_linear_cross_entropy_workspace_size(const FlceArgs& a) {
+std::size_t fused_linear_cross_entropy_workspace_size(const FlceArgs& a, int device) {
   std::size_t total = 0;
-  carve(a, &total);
+  carve(a, device, &total);
   return total;
 }
 
 void fused_linear_cross_entropy(const FlceArgs& a, int device, void* stream_ptr) {
   const DeviceGuard guard(device);
   const auto s = static_cast<cudaStream_t>(stream_ptr);
-  const Carved w = carve(a, nullptr);
+  const Carved w = carve(a, device, nullptr);
   const std::int64_t n = a.ce.rows, v = a.ce.vocab, h = a.hidden_size;
   const DeviceProperties& info = device_properties(device);
   cublasHandle_t handle =

@@ -67,12 +67,12 @@ __device__ __forceinline__ void grad_pack(const Pack<typename MathTraits<Math>::
 // a slot past its group's rows): the row's sum of dy * s * xhat over its group (and cluster), dx,
 // and the row's dW terms added to acc. Every thread of the block (and cluster) must call it, in
 // the same order.
-template <typename Math, int P, int K>
+template <typename Math, int P, int K, bool kSliced>
 __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& t, std::int64_t row,
                                          float r,
                                          const Pack<typename MathTraits<Math>::Y, P> (&dy)[K],
                                          const Pack<typename MathTraits<Math>::X, P> (&x)[K],
-                                         int packs, float (&acc)[K][P], RowSum<true>& row_sum) {
+                                         int packs, float (&acc)[K][P], RowSum<kSliced>& row_sum) {
   using T = MathTraits<Math>;
   using X = typename T::X;
   using W = typename T::W;
@@ -89,7 +89,10 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
     if (k < packs) sum = grad_dot_pack<Math, P>(dy[k], x[k], w[k], p.offset, r, sum);
   }
   sum = row_sum(sum, t.group, packs > 0 ? row : -1);
-  if (packs == 0 || p.slice_sums.pass == SlicePass::kPublish) return;
+  if (packs == 0) return;
+  if constexpr (kSliced) {
+    if (p.slice_sums.pass == SlicePass::kPublish) return;
+  }
 
   const float mean_m_xhat = sum / static_cast<float>(p.hidden);
   X* dx_row = static_cast<X*>(p.dx) + row * p.dx_row_stride + t.first_pack * P;
@@ -158,7 +161,8 @@ inline std::size_t dw_slot_floats(const RowSplit& split) {
 // and 2048, 2026-12-05). With p.prefetch (rows over clusters), each row block's loads are followed
 // by L2 prefetches of the group's next row block, so memory stays busy through the row's
 // reduction. Dynamic shared memory: dw_slot_floats<Math, P>.
-template <typename Math, int P>
+// kSliced: the split has slices; rows of one CTA run without the slice code (RowSum<false>).
+template <typename Math, int P, bool kSliced>
 __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
   allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
   using T = MathTraits<Math>;
@@ -169,7 +173,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
   const int stride = t.group * P;
 
   __shared__ RowSumShared row_sum_shared;
-  RowSum<true> row_sum(row_sum_shared, p.split, p.slice_sums, t);
+  RowSum<kSliced> row_sum(row_sum_shared, p.split, p.slice_sums, t);
   extern __shared__ float slot_partials[];
   for (std::int64_t g = t.unit; g < p.groups.groups; g += t.units) {
     const std::int64_t group_begin = g * p.groups.rows_per_group;
@@ -208,11 +212,13 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
       const float r = row < group_end ? p.rstd[row] : 0.0f;
       grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, row_sum);
     }
-    if (p.slice_sums.pass != SlicePass::kPublish) {
+    if (!kSliced || p.slice_sums.pass != SlicePass::kPublish) {
       store_dw_partial<Math, P, K>(p, t, g, acc, slot_partials);
     }
   }
-  if (p.split.slices > 1 && p.slice_sums.pass == SlicePass::kCluster) cluster_barrier();
+  if constexpr (kSliced) {
+    if (p.slice_sums.pass == SlicePass::kCluster) cluster_barrier();
+  }
 }
 
 // Rows too long for registers: per dW group, chunks of kChunkRows rows. Phase A reduces each row of

@@ -96,9 +96,11 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
 // y written once. Several rows per block for short rows; one row per block, or per cluster of
 // blocks (sm_90), for long ones. Blocks loop over row blocks, so any row count works. K is
 // kFwdPacksPerThread, or kLightPacksPerThread for the light kernel: 64 registers at most (1024
-// threads an SM); the split must give each thread at most K packs.
-template <typename Math, int P, int K = kFwdPacksPerThread>
+// threads an SM); the split must give each thread at most K packs. kSliced: the split has slices
+// (the 8-pack kernel only); rows of one CTA run without the slice code (RowSum<false>).
+template <typename Math, int P, int K = kFwdPacksPerThread, bool kSliced = false>
 __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const FwdParams p) {
+  static_assert(!kSliced || K == kFwdPacksPerThread, "only the 8-pack kernel takes slices");
   using X = typename MathTraits<Math>::X;
   constexpr bool kWeightEarly =
       K == kFwdWeightEarlyPacks && sizeof(typename MathTraits<Math>::W) == 2;
@@ -107,8 +109,6 @@ __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const F
 
   __shared__ RowSumShared row_sum_shared;
   __shared__ float fold_buffer[K == kLightPacksPerThread ? kMaxRowThreads / 2 : 1];
-  // Only the 8-pack kernel takes rows split into slices (fwd_config).
-  constexpr bool kSliced = K == kFwdPacksPerThread;
   RowSum<kSliced> row_sum(row_sum_shared, p.split, p.slice_sums, t);
   for (std::int64_t row0 = t.unit * t.rows_in_block; row0 < p.rows;
        row0 += t.units * t.rows_in_block) {

@@ -110,7 +110,11 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, const FwdConfig& c, cudaStream_
         return;
       }
       break;
-    case FwdKernel::kRows: launch_fwd_rows(rms_norm_fwd_kernel<Math, P>, p, sums, stream); return;
+    case FwdKernel::kRows:
+      launch_fwd_rows(p.split.slices > 1 ? rms_norm_fwd_kernel<Math, P, kFwdPacksPerThread, true>
+                                         : rms_norm_fwd_kernel<Math, P>,
+                      p, sums, stream);
+      return;
   }
   throw Error(ErrorCode::kInvalidArgument, "tigon::rms_norm (CUDA): no kernel for this config");
 }
@@ -147,8 +151,10 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, const BwdConfig& c, cudaStream_
                     ? static_cast<float*>(a.workspace) +
                           dw_partial_floats(a.rows, a.hidden, sizeof(typename T::X), T::kAffine)
                     : nullptr;
-  launch_slices(rms_norm_bwd_kernel<Math, P>, p.groups.groups * p.split.slices,
-                sizeof(float) * dw_slot_floats<Math, P>(p.split), p, sums, stream);
+  launch_slices(
+      p.split.slices > 1 ? rms_norm_bwd_kernel<Math, P, true> : rms_norm_bwd_kernel<Math, P, false>,
+      p.groups.groups * p.split.slices, sizeof(float) * dw_slot_floats<Math, P>(p.split), p, sums,
+      stream);
 }
 
 // Calls f.template operator()<Math>() for the arguments' dtypes in casting mode kMode. Without a
