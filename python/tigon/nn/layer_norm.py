@@ -18,8 +18,8 @@ class LayerNorm(nn.Module):
 
     Same constructor, parameters (``weight``, ``bias``; state dicts load both ways), attributes
     (``normalized_shape`` as a 1-tuple, ``eps``, ``elementwise_affine``) and output dtype as
-    torch's. Outputs match torch's on almost every element bit for bit and never by more than
-    1 ulp (docs/ops/layer_norm.md).
+    torch's. Outputs match torch's on almost every element bit for bit and within 1 ulp except
+    where the output cancels to a tiny value (docs/ops/layer_norm.md).
 
     Args:
         normalized_shape: the size of the last dimension, an int or a 1-tuple (tigon normalizes
