@@ -3,17 +3,20 @@
 #include <torch/library.h>
 
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include "convert.h"
 #include "cuda_context.h"
 #include "tigon/ops/layer_norm.h"
+#include "unobservable.h"
 
 namespace tigon::torch_binding {
 namespace {
 
 constexpr const char* kFwd = "layer_norm_fwd";
 constexpr const char* kBwd = "layer_norm_bwd";
+constexpr const char* kBwdInplace = "layer_norm_bwd_inplace";
 
 LayerNormParams make_params(double eps) {
   LayerNormParams params;
@@ -48,7 +51,7 @@ at::Tensor empty_parameter_grad(const std::optional<at::Tensor>& parameter, cons
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_fwd(
     const at::Tensor& x_arg, const std::optional<at::Tensor>& weight_arg,
-    const std::optional<at::Tensor>& bias_arg, double eps) {
+    const std::optional<at::Tensor>& bias_arg, double eps, bool /*in_place*/) {
   const CudaContext context(x_arg);
   const LayerNormParams params = make_params(eps);
   return translate_errors([&] {
@@ -70,36 +73,64 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_fwd(
   });
 }
 
+// tigon::layer_norm_bwd writing dx into `dx` (dy itself for the in-place op); returns (dw, db).
 // bias is read for its dtype only (db's); without it no db is computed and db is empty.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_bwd(
-    const at::Tensor& dy_arg, const at::Tensor& x_arg, const std::optional<at::Tensor>& weight_arg,
-    const std::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& rstd) {
-  const CudaContext context(x_arg);
+std::tuple<at::Tensor, at::Tensor> run_backward(const char* op, const at::Tensor& dy,
+                                                const at::Tensor& x_arg,
+                                                const std::optional<at::Tensor>& weight_arg,
+                                                const std::optional<at::Tensor>& bias,
+                                                const at::Tensor& mean, const at::Tensor& rstd,
+                                                const at::Tensor& dx, Stream stream) {
   const LayerNormParams params;  // eps is not needed: rstd carries it
   return translate_errors([&] {
     const at::Tensor x = with_row_layout(x_arg);
-    const at::Tensor dy = with_row_layout(dy_arg);
     const std::optional<at::Tensor> weight = contiguous_parameter(weight_arg);
     const bool wants_db = bias.has_value() && bias->defined();
-    const TensorView xv = to_view(x, kBwd, "x");
-    at::Tensor dx = at::empty(x.sizes(), x.options());
+    const TensorView xv = to_view(x, op, "x");
     at::Tensor dw = empty_parameter_grad(weight, x);
     at::Tensor db = empty_parameter_grad(wants_db ? bias : std::nullopt, x);
     const at::Tensor workspace = at::empty({static_cast<int64_t>(layer_norm_bwd_workspace_size(
                                                params, xv, weight.has_value(), wants_db))},
                                            x.options().dtype(at::kByte));
-    tigon::layer_norm_bwd(params, to_view(dy, kBwd, "dy"), xv, to_view(weight, kBwd, "weight"),
-                          to_view(flat(mean), kBwd, "mean"), to_view(flat(rstd), kBwd, "rstd"),
-                          to_view(dx, kBwd, "dx"), weight ? to_view(dw, kBwd, "dw") : TensorView{},
-                          wants_db ? to_view(db, kBwd, "db") : TensorView{},
-                          byte_workspace(workspace), context.stream);
-    return std::make_tuple(std::move(dx), std::move(dw), std::move(db));
+    tigon::layer_norm_bwd(params, to_view(dy, op, "dy"), xv, to_view(weight, op, "weight"),
+                          to_view(flat(mean), op, "mean"), to_view(flat(rstd), op, "rstd"),
+                          to_view(dx, op, "dx"), weight ? to_view(dw, op, "dw") : TensorView{},
+                          wants_db ? to_view(db, op, "db") : TensorView{},
+                          byte_workspace(workspace), stream);
+    return std::make_tuple(std::move(dw), std::move(db));
   });
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_bwd(
+    const at::Tensor& dy, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& rstd) {
+  const CudaContext context(x);
+  at::Tensor dx = at::empty(x.sizes(), x.options());
+  auto [dw, db] =
+      run_backward(kBwd, with_row_layout(dy), x, weight, bias, mean, rstd, dx, context.stream);
+  return std::make_tuple(std::move(dx), std::move(dw), std::move(db));
+}
+
+// dx is written into dy, which needs a layout the core can address without a copy (its dtype,
+// x's, the core checks).
+std::tuple<at::Tensor, at::Tensor> layer_norm_bwd_inplace(const at::Tensor& dy, const at::Tensor& x,
+                                                          const std::optional<at::Tensor>& weight,
+                                                          const std::optional<at::Tensor>& bias,
+                                                          const at::Tensor& mean,
+                                                          const at::Tensor& rstd) {
+  const CudaContext context(x);
+  TORCH_CHECK_VALUE(has_row_layout(dy),
+                    argument_message(kBwdInplace, "dy",
+                                     "unit stride in the last dimension and leading dimensions "
+                                     "that collapse to one row stride (dx is written into dy)",
+                                     "strides " + int_list(dy.strides())));
+  return run_backward(kBwdInplace, dy, x, weight, bias, mean, rstd, dy, context.stream);
 }
 
 void register_kernels(torch::Library& m) {
   m.impl(kFwd, &layer_norm_fwd);
   m.impl(kBwd, &layer_norm_bwd);
+  m.impl(kBwdInplace, &layer_norm_bwd_inplace);
 }
 
 }  // namespace
@@ -111,13 +142,21 @@ TORCH_LIBRARY_FRAGMENT(tigon, m) {
   m.set_python_module("tigon.ops.layer_norm");
   const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
   m.def(
-      "layer_norm_fwd(Tensor x, Tensor? weight, Tensor? bias, float eps) "
+      "layer_norm_fwd(Tensor x, Tensor? weight, Tensor? bias, float eps, bool in_place=False) "
       "-> (Tensor y, Tensor mean, Tensor rstd)",
       tags);
   m.def(
       "layer_norm_bwd(Tensor dy, Tensor x, Tensor? weight, Tensor? bias, Tensor mean, "
       "Tensor rstd) -> (Tensor dx, Tensor dw, Tensor db)",
       tags);
+  m.def(
+      "layer_norm_bwd_inplace(Tensor(a!) dy, Tensor x, Tensor? weight, Tensor? bias, Tensor mean, "
+      "Tensor rstd) -> (Tensor dw, Tensor db)",
+      tags);
+}
+
+TORCH_LIBRARY_IMPL(tigon, ADInplaceOrView, m) {
+  m.impl("layer_norm_bwd_inplace", tigon::torch_binding::bump_written_versions());
 }
 
 TORCH_LIBRARY_IMPL(tigon, CPU, m) { tigon::torch_binding::register_kernels(m); }

@@ -188,6 +188,10 @@ def test_opcheck(dtypes: tuple) -> None:
         OPS.layer_norm_bwd.default,
         (dy, x.detach(), None if w is None else w.detach(), b, mean, rstd),
     )
+    torch.library.opcheck(
+        OPS.layer_norm_bwd_inplace.default,
+        (dy.clone(), x.detach(), None if w is None else w.detach(), b, mean, rstd),
+    )
 
 
 def test_errors_name_the_argument() -> None:

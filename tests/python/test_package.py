@@ -43,6 +43,7 @@ def test_public_api() -> None:
         "rms_norm_bwd_inplace",
         "layer_norm_fwd",
         "layer_norm_bwd",
+        "layer_norm_bwd_inplace",
     ):
         assert hasattr(torch.ops.tigon, name)
 

@@ -27,6 +27,9 @@ class LayerNorm(nn.Module):
         eps: added to the variance, finite and >= 0.
         elementwise_affine: learn a weight (ones) and, with ``bias``, a bias (zeros).
         bias: learn a bias (only with ``elementwise_affine``).
+        in_place: allow the backward to write dx into the incoming gradient's buffer (saves one
+            activation-sized buffer); it does so only when nothing else can observe that buffer
+            (checked at run time), so it is safe where the gradient is shared, e.g. a residual sum.
         device: device of the parameters.
         dtype: dtype of the parameters.
     """
@@ -37,6 +40,7 @@ class LayerNorm(nn.Module):
         eps: float = 1e-5,
         elementwise_affine: bool = True,
         bias: bool = True,
+        in_place: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
     ) -> None:
@@ -59,6 +63,7 @@ class LayerNorm(nn.Module):
         self.normalized_shape: tuple[int] = (shape[0],)
         self.eps = float(eps)
         self.elementwise_affine = elementwise_affine
+        self.in_place = in_place
         factory = {"device": device, "dtype": dtype}
         if elementwise_affine:
             self.weight = nn.Parameter(torch.empty(self.normalized_shape, **factory))
@@ -85,7 +90,7 @@ class LayerNorm(nn.Module):
                 f"LayerNorm: expected an input whose last dimension is {self.normalized_shape[0]}, "
                 f"got shape {tuple(input.shape)}"
             )
-        return layer_norm(input, self.weight, self.bias, self.eps)
+        return layer_norm(input, self.weight, self.bias, self.eps, self.in_place)
 
     def extra_repr(self) -> str:
         return (

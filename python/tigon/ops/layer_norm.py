@@ -23,7 +23,11 @@ def _parameter_grad_like(x: torch.Tensor, parameter: torch.Tensor | None) -> tor
 
 @torch.library.register_fake(_OPS + "layer_norm_fwd")
 def _layer_norm_fwd_fake(
-    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float,
+    in_place: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return x.new_empty(x.shape), _row_statistic(x), _row_statistic(x)
 
@@ -40,11 +44,24 @@ def _layer_norm_bwd_fake(
     return x.new_empty(x.shape), _parameter_grad_like(x, weight), _parameter_grad_like(x, bias)
 
 
+@torch.library.register_fake(_OPS + "layer_norm_bwd_inplace")
+def _layer_norm_bwd_inplace_fake(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _parameter_grad_like(x, weight), _parameter_grad_like(x, bias)
+
+
 def layer_norm(
     x: torch.Tensor,
     weight: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     eps: float = 1e-5,
+    in_place: bool = False,
 ) -> torch.Tensor:
     """LayerNorm over the last dimension: ``y = (x - mean) / sqrt(var + eps) * weight + bias``.
 
@@ -57,8 +74,12 @@ def layer_norm(
         weight: ``[H]`` in x's dtype or float32, or None (1).
         bias: ``[H]`` in x's dtype or float32, or None (0); independent of ``weight``.
         eps: added to the variance, >= 0.
+        in_place: allow the backward to write dx into the incoming gradient's buffer (saves one
+            activation-sized allocation). The backward reuses a buffer only when nothing else can
+            observe it (checked at run time: docs/ARCHITECTURE.md, "In place"), so this is safe
+            whatever else reads y or its gradient.
 
     Returns:
         y with x's shape and dtype.
     """
-    return torch.ops.tigon.layer_norm_fwd(x, weight, bias, eps)[0]
+    return torch.ops.tigon.layer_norm_fwd(x, weight, bias, eps, bool(in_place))[0]
