@@ -7,6 +7,7 @@
 #include "tigon/ops/cross_entropy.h"
 #include "tigon/ops/fused_linear_cross_entropy.h"
 #include "tigon/ops/glu.h"
+#include "tigon/ops/layer_norm.h"
 #include "tigon/ops/rms_norm.h"
 #include "tigon/ops/rope.h"
 #include "tigon/tensor.h"

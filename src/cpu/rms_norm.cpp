@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/dispatch.h"
+#include "cpu/column_partials.h"
 #include "cpu/lane_sum.h"
 #include "cpu/parallel.h"
 #include "math/rms_norm.h"
@@ -16,13 +17,6 @@ namespace {
 using detail::RmsNormBwdArgs;
 using detail::RmsNormFwdArgs;
 using math::to_float;
-
-// dW partial sums: rows are split into this many fixed chunks (fewer if there are fewer rows),
-// each accumulating its own float32 row of partials; the chunk count depends on the row count
-// only, so dW has the same bits on any number of threads.
-constexpr std::int64_t kMaxWeightChunks = 32;
-
-std::int64_t weight_chunks(std::int64_t rows) { return std::min(rows, kMaxWeightChunks); }
 
 template <typename Math, typename X, typename W>
 void forward(const RmsNormFwdArgs& a) {
@@ -57,7 +51,7 @@ void backward(const RmsNormBwdArgs& a) {
   auto* dx = static_cast<X*>(a.dx);
   const std::int64_t hidden = a.hidden;
   const float offset = a.params.offset;
-  const std::int64_t chunks = weight_chunks(a.rows);
+  const std::int64_t chunks = row_chunks(a.rows);
   const std::int64_t rows_per_chunk = chunks ? (a.rows + chunks - 1) / chunks : 0;
   auto* partials = static_cast<float*>(a.workspace);
 
@@ -87,17 +81,7 @@ void backward(const RmsNormBwdArgs& a) {
   });
 
   if (!w) return;
-  auto* dw = static_cast<W*>(a.dw);
-  constexpr std::int64_t kColumnsPerTask = 1024;
-  parallel_for((hidden + kColumnsPerTask - 1) / kColumnsPerTask, kColumnsPerTask * chunks,
-               [&](std::int64_t task) {
-                 const std::int64_t end = std::min(hidden, (task + 1) * kColumnsPerTask);
-                 for (std::int64_t j = task * kColumnsPerTask; j < end; ++j) {
-                   float sum = 0.0f;
-                   for (std::int64_t c = 0; c < chunks; ++c) sum += partials[c * hidden + j];
-                   dw[j] = math::from_float<W>(sum);
-                 }
-               });
+  finish_column_sums(partials, chunks, hidden, static_cast<W*>(a.dw));
 }
 
 // Calls f.template operator()<Math, X, W>() for the options in the arguments.
@@ -120,7 +104,7 @@ void dispatch(const Args& a, F&& f) {
 }  // namespace
 
 std::size_t rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, bool has_weight) {
-  return has_weight ? static_cast<std::size_t>(weight_chunks(rows) * hidden) * sizeof(float) : 0;
+  return has_weight ? static_cast<std::size_t>(row_chunks(rows) * hidden) * sizeof(float) : 0;
 }
 
 void rms_norm_fwd(const RmsNormFwdArgs& a) {

@@ -3,6 +3,7 @@
 #include "ops/cross_entropy_args.h"
 #include "ops/fused_linear_cross_entropy_args.h"
 #include "ops/glu_args.h"
+#include "ops/layer_norm_args.h"
 #include "ops/rms_norm_args.h"
 #include "ops/rope_args.h"
 #include "tigon/error.h"
@@ -20,6 +21,11 @@ std::size_t rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, bool,
 }
 void rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavailable(); }
 void rms_norm_bwd(const detail::RmsNormBwdArgs&, int, void*) { unavailable(); }
+std::size_t layer_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, bool, bool, int) {
+  unavailable();
+}
+void layer_norm_fwd(const detail::LayerNormFwdArgs&, int, void*) { unavailable(); }
+void layer_norm_bwd(const detail::LayerNormBwdArgs&, int, void*) { unavailable(); }
 void glu_fwd(const detail::GluFwdArgs&, int, void*) { unavailable(); }
 void glu_bwd(const detail::GluBwdArgs&, int, void*) { unavailable(); }
 void rope(const detail::RopeArgs&, int, void*) { unavailable(); }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/norm_checks.h"
 #include "ops/rms_norm_args.h"
 #include "tigon/backends.h"
 
@@ -33,44 +34,11 @@ void check_same_device(const char* op, const char* arg, const TensorView& t, Dev
   detail::check_device(op, arg, t, device, "x's device");
 }
 
-void check_same_shape(const char* op, const char* arg, const TensorView& t, const TensorView& ref) {
-  bool same = t.ndim == ref.ndim;
-  for (int d = 0; same && d < t.ndim; ++d) same = t.sizes[d] == ref.sizes[d];
-  TIGON_CHECK_ARG(same, op, arg, "shape " + detail::shape_string(ref) + " (x's shape)",
-                  detail::shape_string(t));
-}
-
 // weight: [H], contiguous, floating, on x's device; or absent.
 void check_weight(const char* op, const TensorView& w, const TensorView& x, std::int64_t hidden) {
   if (!w.defined()) return;
   check_floating(op, "weight", w.dtype);
-  check_same_device(op, "weight", w, x.device);
-  TIGON_CHECK_ARG(w.ndim == 1 && w.sizes[0] == hidden, op, "weight",
-                  "shape [" + std::to_string(hidden) + "] (x's last dimension)",
-                  detail::shape_string(w));
-  TIGON_CHECK_ARG(hidden <= 1 || w.strides[0] == 1, op, "weight", "a contiguous tensor",
-                  "stride " + std::to_string(w.strides[0]));
-  TIGON_CHECK_ARG(hidden == 0 || w.data != nullptr, op, "weight", "a non-null data pointer",
-                  "nullptr");
-}
-
-void check_rstd(const char* op, const TensorView& rstd, const TensorView& x, std::int64_t rows) {
-  check_same_device(op, "rstd", rstd, x.device);
-  check_dtype(op, "rstd", rstd.dtype, DType::kFloat32);
-  std::int64_t numel = 1;
-  bool contiguous = true;
-  std::int64_t expected_stride = 1;
-  for (int d = rstd.ndim - 1; d >= 0; --d) {
-    numel *= rstd.sizes[d];
-    if (rstd.sizes[d] != 1 && rstd.strides[d] != expected_stride) contiguous = false;
-    expected_stride *= rstd.sizes[d];
-  }
-  TIGON_CHECK_ARG(
-      numel == rows && (contiguous || numel == 0), op, "rstd",
-      "a contiguous float32 tensor of " + std::to_string(rows) + " elements (one per row)",
-      detail::shape_string(rstd) + (contiguous ? "" : " (not contiguous)"));
-  TIGON_CHECK_ARG(rows == 0 || rstd.data != nullptr, op, "rstd", "a non-null data pointer",
-                  "nullptr");
+  detail::check_hidden_vector(op, "weight", w, x.device, hidden);
 }
 
 detail::RowLayout checked_x(const char* op, const TensorView& x) {
@@ -117,9 +85,9 @@ void rms_norm_fwd(const RmsNormParams& params, const TensorView& x, const Tensor
   const DType y_dtype = rms_norm_output_dtype(params, x.dtype, weight.dtype, weight.defined());
   check_same_device(kFwd, "y", y, x.device);
   check_dtype(kFwd, "y", y.dtype, y_dtype);
-  check_same_shape(kFwd, "y", y, x);
+  detail::check_same_shape(kFwd, "y", y, x);
   const detail::RowLayout yl = detail::row_layout(kFwd, "y", y);
-  check_rstd(kFwd, rstd, x, xl.rows);
+  detail::check_row_statistic(kFwd, "rstd", rstd, x.device, xl.rows);
   detail::check_workspace(kFwd, workspace, rms_norm_fwd_workspace_size(params, x, weight),
                           "rms_norm_fwd_workspace_size");
   if (xl.rows == 0) return;
@@ -167,19 +135,19 @@ void rms_norm_bwd(const RmsNormParams& params, const TensorView& dy, const Tenso
   const DType y_dtype = rms_norm_output_dtype(params, x.dtype, weight.dtype, has_weight);
   check_same_device(kBwd, "dy", dy, x.device);
   check_dtype(kBwd, "dy", dy.dtype, y_dtype);
-  check_same_shape(kBwd, "dy", dy, x);
+  detail::check_same_shape(kBwd, "dy", dy, x);
   const detail::RowLayout dyl = detail::row_layout(kBwd, "dy", dy);
 
   check_same_device(kBwd, "dx", dx, x.device);
   check_dtype(kBwd, "dx", dx.dtype, x.dtype);
-  check_same_shape(kBwd, "dx", dx, x);
+  detail::check_same_shape(kBwd, "dx", dx, x);
   const detail::RowLayout dxl = detail::row_layout(kBwd, "dx", dx);
   if (dx.data == dy.data && xl.rows > 0) {
     TIGON_CHECK_ARG(dxl.row_stride == dyl.row_stride, kBwd, "dx",
                     "the same row stride as dy when writing dx in place into dy",
                     std::to_string(dxl.row_stride) + " vs " + std::to_string(dyl.row_stride));
   }
-  check_rstd(kBwd, rstd, x, xl.rows);
+  detail::check_row_statistic(kBwd, "rstd", rstd, x.device, xl.rows);
 
   if (has_weight) {
     check_same_device(kBwd, "dw", dw, x.device);

@@ -35,7 +35,16 @@ def test_gpu_builds_have_cuda_kernels() -> None:
 def test_public_api() -> None:
     assert callable(tigon.ops.rms_norm)
     assert issubclass(tigon.nn.RMSNorm, torch.nn.Module)
-    for name in ("rms_norm_fwd", "rms_norm_bwd", "rms_norm_bwd_inplace"):
+    assert callable(tigon.ops.layer_norm)
+    assert issubclass(tigon.nn.LayerNorm, torch.nn.Module)
+    for name in (
+        "rms_norm_fwd",
+        "rms_norm_bwd",
+        "rms_norm_bwd_inplace",
+        "layer_norm_fwd",
+        "layer_norm_bwd",
+        "layer_norm_bwd_inplace",
+    ):
         assert hasattr(torch.ops.tigon, name)
 
 

@@ -15,6 +15,7 @@ from tigon.nn.glu import (
     glu_packed_down_proj,
     use_tigon_experts,
 )
+from tigon.nn.layer_norm import LayerNorm
 from tigon.nn.rms_norm import RMSNorm
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "CrossEntropyLoss",
     "FusedLinearCrossEntropyLoss",
     "GeGLUMLP",
+    "LayerNorm",
     "Phi3SwiGLUMLP",
     "RMSNorm",
     "SwiGLUMLP",

@@ -10,8 +10,9 @@ import torch
 from torch.nn import _reduction
 
 from tigon.ops.cross_entropy import cross_entropy as _cross_entropy
+from tigon.ops.layer_norm import layer_norm as _layer_norm
 
-__all__ = ["cross_entropy"]
+__all__ = ["cross_entropy", "layer_norm"]
 
 
 def cross_entropy(
@@ -52,3 +53,21 @@ def cross_entropy(
         label_smoothing=label_smoothing,
     )
     return loss.to(input.dtype)
+
+
+def layer_norm(
+    input: torch.Tensor,  # noqa: A002  (torch's name)
+    normalized_shape: list[int] | tuple[int, ...] | torch.Size,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """``torch.nn.functional.layer_norm`` over the last dimension (``normalized_shape`` must be
+    ``input.shape[-1:]``), computed by :func:`tigon.ops.layer_norm`: float32 statistics, one
+    rounding to ``input``'s dtype, as torch (docs/ops/layer_norm.md)."""
+    if tuple(normalized_shape) != tuple(input.shape[-1:]):
+        raise ValueError(
+            "tigon.nn.functional.layer_norm: normalized_shape must be the last dimension of "
+            f"input ({tuple(input.shape[-1:])}), got {tuple(normalized_shape)}"
+        )
+    return _layer_norm(input, weight, bias, eps)

@@ -3,6 +3,7 @@
 from tigon.ops.cross_entropy import REDUCTIONS, CrossEntropyOutput, cross_entropy
 from tigon.ops.fused_linear_cross_entropy import fused_linear_cross_entropy
 from tigon.ops.glu import geglu, geglu_packed, glu, glu_packed, swiglu, swiglu_packed
+from tigon.ops.layer_norm import layer_norm
 from tigon.ops.rms_norm import CASTING_MODES, rms_norm
 from tigon.ops.rope import apply_rotary_pos_emb, rope
 
@@ -17,6 +18,7 @@ __all__ = [
     "geglu_packed",
     "glu",
     "glu_packed",
+    "layer_norm",
     "rms_norm",
     "rope",
     "swiglu",

@@ -1,0 +1,26 @@
+// Checks shared by the norms (RMSNorm, LayerNorm): the [H] parameter vectors, the per-row float32
+// statistics they save, and tensors that must have x's shape.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "tigon/tensor.h"
+
+namespace tigon::detail {
+
+// t has ref's shape (`ref` is x in every message).
+void check_same_shape(std::string_view op, std::string_view arg, const TensorView& t,
+                      const TensorView& ref);
+
+// t is [hidden], contiguous, on `device` (x's), non-null when hidden > 0. The dtype is the
+// caller's check.
+void check_hidden_vector(std::string_view op, std::string_view arg, const TensorView& t,
+                         Device device, std::int64_t hidden);
+
+// t is a contiguous float32 tensor of `rows` elements (any shape) on `device` (x's): one
+// statistic per row, such as rstd.
+void check_row_statistic(std::string_view op, std::string_view arg, const TensorView& t,
+                         Device device, std::int64_t rows);
+
+}  // namespace tigon::detail
