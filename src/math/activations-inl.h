@@ -7,7 +7,7 @@
 // rounding error of 1 + r and of r itself carried separately, which keeps the result within
 // about 0.6 ulp. Inputs above 89 overflow to +inf, below -104 underflow to 0; NaN stays NaN.
 template <class Ops>
-TIGON_HD typename Ops::V exp_lanes(typename Ops::V x0) {
+TIGON_LANES typename Ops::V exp_lanes(typename Ops::V x0) {
   using V = typename Ops::V;
   const V k89 = Ops::splat(89.0f), km104 = Ops::splat(-104.0f);
   V x = Ops::select(Ops::is_nan(x0), Ops::splat(0.0f), x0);  // NaN: any finite lane, then x0
@@ -46,7 +46,7 @@ TIGON_HD typename Ops::V exp_lanes(typename Ops::V x0) {
 // tanh(x): an odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above, +-1 from 9 on (where
 // tanh rounds to 1). NaN stays NaN. Both branches are computed and one is selected.
 template <class Ops>
-TIGON_HD typename Ops::V tanh_lanes(typename Ops::V x) {
+TIGON_LANES typename Ops::V tanh_lanes(typename Ops::V x) {
   using V = typename Ops::V;
   const V zero = Ops::splat(0.0f), one = Ops::splat(1.0f);
   const auto negative = x < zero;

@@ -9,12 +9,12 @@ struct ActivationLanes;
 template <>
 struct ActivationLanes<GluActivation::kSilu> {
   template <class Ops>
-  TIGON_HD static typename Ops::V forward(typename Ops::V a) {
+  TIGON_LANES static typename Ops::V forward(typename Ops::V a) {
     return a / (Ops::splat(1.0f) + Ops::exp(Ops::neg(a)));
   }
   // PyTorch's silu_backward: dy * sigmoid * (1 + x * (1 - sigmoid)).
   template <class Ops>
-  TIGON_HD static typename Ops::V backward(typename Ops::V g, typename Ops::V a) {
+  TIGON_LANES static typename Ops::V backward(typename Ops::V g, typename Ops::V a) {
     using V = typename Ops::V;
     const V one = Ops::splat(1.0f);
     const V s = one / (one + Ops::exp(Ops::neg(a)));
@@ -27,7 +27,7 @@ struct ActivationLanes<GluActivation::kGeluTanh> {
   static constexpr float kBeta = 0.7978845608028654f;  // float32(sqrt(2) * (2 / sqrt(pi)) / 2)
   static constexpr float kKappa = 0.044715f;
   template <class Ops>
-  TIGON_HD static typename Ops::V forward(typename Ops::V a) {
+  TIGON_LANES static typename Ops::V forward(typename Ops::V a) {
     using V = typename Ops::V;
     const V cube = (a * a) * a;
     const V inner = Ops::splat(kBeta) * (a + Ops::splat(kKappa) * cube);
@@ -35,7 +35,7 @@ struct ActivationLanes<GluActivation::kGeluTanh> {
   }
   // PyTorch's gelu_backward (approximate="tanh"), term for term.
   template <class Ops>
-  TIGON_HD static typename Ops::V backward(typename Ops::V g, typename Ops::V a) {
+  TIGON_LANES static typename Ops::V backward(typename Ops::V g, typename Ops::V a) {
     using V = typename Ops::V;
     const V one = Ops::splat(1.0f), half = Ops::splat(0.5f), beta = Ops::splat(kBeta);
     const V a_sq = a * a;
@@ -61,18 +61,18 @@ struct GluLanes {
 
   // h = act(a) rounded to T, as HF's act_fn(gate) returns it.
   template <class Ops>
-  TIGON_HD static typename Ops::V gate(typename Ops::V a) {
+  TIGON_LANES static typename Ops::V gate(typename Ops::V a) {
     return Ops::template round<T>(Act::template forward<Ops>(a));
   }
 
   template <class Ops>
-  TIGON_HD static typename Ops::V forward(typename Ops::V a, typename Ops::V b) {
+  TIGON_LANES static typename Ops::V forward(typename Ops::V a, typename Ops::V b) {
     return gate<Ops>(a) * b;
   }
 
   template <class Ops>
-  TIGON_HD static void backward(typename Ops::V dy, typename Ops::V a, typename Ops::V b,
-                                typename Ops::V& da, typename Ops::V& db) {
+  TIGON_LANES static void backward(typename Ops::V dy, typename Ops::V a, typename Ops::V b,
+                                   typename Ops::V& da, typename Ops::V& db) {
     const typename Ops::V g = Ops::template round<T>(dy * b);  // dL/dh, a tensor of T in autograd
     db = dy * gate<Ops>(a);
     da = Act::template backward<Ops>(g, a);
@@ -84,21 +84,21 @@ struct GluLanes {
   // later add (float32 keeps no rounding in between: nvcc could otherwise fuse a * gm into the
   // activation's first FMA, which PyTorch's separate kernels do not).
   template <class Ops>
-  TIGON_HD static typename Ops::V scaled(typename Ops::V x, typename Ops::V m) {
+  TIGON_LANES static typename Ops::V scaled(typename Ops::V x, typename Ops::V m) {
     return Ops::template round<T>(Ops::mul_rn(x, m));
   }
 
   template <class Ops>
-  TIGON_HD static typename Ops::V forward(typename Ops::V a, typename Ops::V b, typename Ops::V gm,
-                                          typename Ops::V dm) {
+  TIGON_LANES static typename Ops::V forward(typename Ops::V a, typename Ops::V b,
+                                             typename Ops::V gm, typename Ops::V dm) {
     const typename Ops::V c = Ops::template round<T>(gate<Ops>(scaled<Ops>(a, gm)) * b);
     return scaled<Ops>(c, dm);
   }
 
   template <class Ops>
-  TIGON_HD static void backward(typename Ops::V dy, typename Ops::V a, typename Ops::V b,
-                                typename Ops::V gm, typename Ops::V dm, typename Ops::V& da,
-                                typename Ops::V& db) {
+  TIGON_LANES static void backward(typename Ops::V dy, typename Ops::V a, typename Ops::V b,
+                                   typename Ops::V gm, typename Ops::V dm, typename Ops::V& da,
+                                   typename Ops::V& db) {
     backward<Ops>(scaled<Ops>(dy, dm), scaled<Ops>(a, gm), b, da, db);  // dc, z
     da = scaled<Ops>(Ops::template round<T>(da), gm);                   // dL/da = dL/dz * gm
   }

@@ -21,6 +21,14 @@
 #include "math/float_types.h"
 #include "math/host_device.h"
 
+// What the -inl.h formulas are declared with: TIGON_HD, and always inlined on the host too (a
+// vector formula left as a call costs the loop its overlap between iterations).
+#if defined(__CUDACC__)
+#define TIGON_LANES TIGON_HD
+#else
+#define TIGON_LANES inline __attribute__((always_inline))
+#endif
+
 namespace tigon::math {
 
 // 2^k for k in [-126, 127], built from its bits.
