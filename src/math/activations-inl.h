@@ -9,10 +9,7 @@
 template <class Ops>
 TIGON_LANES typename Ops::V exp_lanes(typename Ops::V x0) {
   using V = typename Ops::V;
-  const V k89 = Ops::splat(89.0f), km104 = Ops::splat(-104.0f);
-  V x = Ops::select(Ops::is_nan(x0), Ops::splat(0.0f), x0);  // NaN: any finite lane, then x0
-  x = Ops::select(k89 < x, k89, x);
-  x = Ops::select(x < km104, km104, x);
+  const V x = Ops::clamp(x0, Ops::splat(-104.0f), Ops::splat(89.0f));  // NaN: x0 at the end
   const V log2e = Ops::splat(1.44269502162933349609375f);
   const V round = Ops::splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
   const V ln2_hi = Ops::splat(0.693145751953125f);
@@ -37,10 +34,7 @@ TIGON_LANES typename Ops::V exp_lanes(typename Ops::V x0) {
   const V hi = one + r;
   const V hi_err = (one - hi) + r;  // exact (Fast2Sum, |1| >= |r|)
   const V e = hi + (hi_err + (r_lo + r_lo * r + q));
-  // Two factors so that n = 128 (results near FLT_MAX) and n < -126 stay representable.
-  const V n1 = Ops::trunc(n * Ops::splat(0.5f));
-  const V y = e * Ops::pow2(n1) * Ops::pow2(n - n1);
-  return Ops::select(Ops::is_nan(x0), x0, y);
+  return Ops::select(Ops::is_nan(x0), x0, Ops::ldexp(e, n));
 }
 
 // tanh(x): an odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above, +-1 from 9 on (where

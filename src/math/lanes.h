@@ -5,8 +5,9 @@
 //     float on the CPU (src/cpu/simd/ops-inl.h). +, -, *, / and < are C++ operators on V (IEEE,
 //     correctly rounded on every lane; never contracted on the host, -ffp-contract=off).
 //   - Ops::splat(c), select(mask, yes, no), neg(v), is_nan(v): what is not an operator.
-//   - Ops::trunc(v) toward zero (|v| < 2^31) and Ops::pow2(k): 2^k for an integral k in
-//     [-126, 127], built from its bits.
+//   - Ops::clamp(v, lo, hi): v limited to [lo, hi] (a NaN lane: any value, the caller selects).
+//   - Ops::ldexp(e, n): e * 2^n rounded once (correctly), for e in [0.5, 2] and an integral n in
+//     [-150, 128]: overflow gives +inf, subnormal results round once.
 //   - Ops::round<T>(v): the float32 value v takes once stored as T (round_to<T>).
 //   - Ops::mul_rn(x, m): x * m, never fused into a later add (also on the device).
 //   - Ops::exp, Ops::tanh: the activations' exp and tanh (act_exp / act_tanh here).
@@ -40,8 +41,16 @@ struct ScalarOps {
   TIGON_HD static float select(bool m, float yes, float no) { return m ? yes : no; }
   TIGON_HD static float neg(float v) { return -v; }
   TIGON_HD static bool is_nan(float v) { return v != v; }
-  TIGON_HD static float trunc(float v) { return static_cast<float>(static_cast<int>(v)); }
-  TIGON_HD static float pow2(float k) { return exp2_int(static_cast<int>(k)); }
+  TIGON_HD static float clamp(float v, float lo, float hi) {
+    return v != v ? lo : (v < lo ? lo : (hi < v ? hi : v));  // no NaN reaches an int conversion
+  }
+  // Two exact factors 2^(n/2) and 2^(n - n/2), so that n = 128 (results near FLT_MAX) and
+  // n < -126 stay representable: e * 2^(n/2) is exact, the second product rounds once.
+  TIGON_HD static float ldexp(float e, float n) {
+    const int k = static_cast<int>(n);
+    const int k1 = k / 2;
+    return e * exp2_int(k1) * exp2_int(k - k1);
+  }
   template <typename T>
   TIGON_HD static float round(float v) {
     return round_to<T>(v);
