@@ -1,6 +1,9 @@
 // RoPE CPU backend: the product for CPU training and the oracle CUDA is tested against. Rows
 // (one head of one token) run in parallel; each channel pair (i, i + h) is read before either
-// channel is written, so an output may be its input (in place).
+// channel is written, so an output may be its input (in place). With unit channel strides and
+// float32 / bfloat16 storage, the pairs run on Highway vectors of the best ISA this CPU has
+// (chosen at run time; src/cpu/simd/ops-inl.h), the last h mod Lanes pairs and every other case
+// on the scalar form of the same formulas (src/math/rope-inl.h): the same bits either way.
 #include <cstdint>
 #include <type_traits>
 
@@ -9,7 +12,15 @@
 #include "math/rope.h"
 #include "ops/rope_args.h"
 
-namespace tigon::cpu {
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/rope.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "cpu/simd/ops-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tigon::cpu::HWY_NAMESPACE {
 namespace {
 
 using detail::RopeArgs;
@@ -17,7 +28,7 @@ using detail::RopeTensor;
 using math::from_float;
 using math::to_float;
 
-// kUnit: every last-dimension stride is 1, so the channel loops are plain (vectorizable) loops.
+// kUnit: every last-dimension stride is 1, so the channel loops are plain (vector) loops.
 template <typename Math, bool kBackward, bool kUnit>
 void rotate(const RopeArgs& a, const RopeTensor& t) {
   using T = typename Math::X;
@@ -25,6 +36,10 @@ void rotate(const RopeArgs& a, const RopeTensor& t) {
   using P = typename Math::P;
   using In = std::conditional_t<kBackward, P, T>;
   using Out = std::conditional_t<kBackward, T, P>;
+  using Lanes = RopeLanes<T, C>;
+  const hn::ScalableTag<float> d;
+  using Ops = HwyOps<decltype(d)>;
+  constexpr bool kVector = kUnit && kVectorStorage<T> && kVectorStorage<C>;
   const auto* in = static_cast<const In*>(t.in);
   auto* out = static_cast<Out*>(t.out);
   const auto* cos = static_cast<const C*>(a.cos);
@@ -44,7 +59,23 @@ void rotate(const RopeArgs& a, const RopeTensor& t) {
     Out* y = out + i0 * t.out_strides[0] + i1 * t.out_strides[1] + i2 * t.out_strides[2];
     const C* c = cos + i0 * a.cos_strides[0] + i1 * a.cos_strides[1] + i2 * a.cos_strides[2];
     const C* s = sin + i0 * a.sin_strides[0] + i1 * a.sin_strides[1] + i2 * a.sin_strides[2];
-    for (std::int64_t j = 0; j < h; ++j) {
+    std::int64_t j = 0;
+    if constexpr (kVector) {
+      const std::int64_t n = static_cast<std::int64_t>(hn::Lanes(d));
+      for (; j + n <= h; j += n) {
+        const auto x1 = load(d, x + j), x2 = load(d, x + j + h);
+        const auto c1 = load(d, c + j), c2 = load(d, c + j + h);
+        const auto s1 = load(d, s + j), s2 = load(d, s + j + h);
+        if constexpr (kBackward) {
+          store(d, Lanes::template grad_first<Ops>(x1, x2, c1, s2), y + j);
+          store(d, Lanes::template grad_second<Ops>(x1, x2, c2, s1), y + j + h);
+        } else {
+          store(d, Lanes::template first<Ops>(x1, x2, c1, s1), y + j);
+          store(d, Lanes::template second<Ops>(x1, x2, c2, s2), y + j + h);
+        }
+      }
+    }
+    for (; j < h; ++j) {
       const float x1 = to_float(x[j * xs]), x2 = to_float(x[(j + h) * xs]);
       const float c1 = to_float(c[j * cs]), c2 = to_float(c[(j + h) * cs]);
       const float s1 = to_float(s[j * ss]), s2 = to_float(s[(j + h) * ss]);
@@ -60,9 +91,9 @@ void rotate(const RopeArgs& a, const RopeTensor& t) {
       y[(j + h) * ys] = from_float<Out>(y2);
     }
     if (!t.write_pass) return;
-    for (std::int64_t j = 2 * h; j < t.dim; ++j) {
-      const float v = to_float(x[j * xs]);
-      y[j * ys] = from_float<Out>(kBackward ? Math::grad_pass(v) : v);
+    for (std::int64_t k = 2 * h; k < t.dim; ++k) {
+      const float v = to_float(x[k * xs]);
+      y[k * ys] = from_float<Out>(kBackward ? Math::grad_pass(v) : v);
     }
   });
 }
@@ -74,7 +105,7 @@ bool unit_last_strides(const RopeArgs& a, const RopeTensor& t) {
 
 }  // namespace
 
-void rope(const RopeArgs& a) {
+void Rope(const detail::RopeArgs& a) {
   detail::dispatch_dtype(a.x_dtype, [&](auto t_tag) {
     detail::dispatch_dtype(a.cos_dtype, [&](auto c_tag) {
       using Math = math::Rope<typename decltype(t_tag)::type, typename decltype(c_tag)::type>;
@@ -90,4 +121,15 @@ void rope(const RopeArgs& a) {
   });
 }
 
+}  // namespace tigon::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tigon::cpu {
+
+HWY_EXPORT(Rope);
+
+void rope(const detail::RopeArgs& a) { HWY_DYNAMIC_DISPATCH(Rope)(a); }
+
 }  // namespace tigon::cpu
+#endif
