@@ -48,7 +48,9 @@ namespace tigon {
 
 struct FusedLinearCrossEntropyParams {
   CrossEntropyParams ce;
-  std::int64_t chunk_rows = 0;  // rows per chunk; 0: automatic (chunk logits <= 256 MiB)
+  // Rows per chunk; 0: automatic (chunk logits <= 256 MiB on CUDA; on the CPU <= 2 MiB, at least
+  // 256 rows).
+  std::int64_t chunk_rows = 0;
   // A dweight in the weight's 16-bit dtype accumulates in float32 and is rounded once at the end
   // (bitwise the rounding of a float32 dweight) without a float32 copy: half of the rows
   // accumulate in the workspace (ceil(V/2) * H floats), the others in dweight's own storage
