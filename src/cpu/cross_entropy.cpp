@@ -1,6 +1,7 @@
 // Cross-entropy CPU backend: the product for CPU training and the oracle the CUDA backend is
-// tested against. Rows run in parallel; each row is read once for lse (online, in 16 lanes merged
-// in a fixed order) and once more for the gradient, which is usually cache resident.
+// tested against. Rows run in parallel; each row is read once for its max and again (from cache)
+// for the sum of exponentials and for the gradient, in vectorizable loops (16 lanes merged in a
+// fixed order, host_exp2; compiled with -fno-trapping-math, src/CMakeLists.txt).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -60,33 +61,56 @@ struct RowState {
   math::Argmax<std::int64_t> best;
 };
 
+// The max of n values in kLanes lanes (vectorizable; a NaN never wins, so it reaches the sum).
+template <typename Value>
+float lane_max(std::int64_t n, Value&& value) {
+  float m[kLanes];
+  for (int l = 0; l < kLanes; ++l) m[l] = -INFINITY;
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float c = value(j + l);
+      m[l] = c > m[l] ? c : m[l];
+    }
+  }
+  for (int l = 0; j + l < n; ++l) m[0] = value(j + l) > m[0] ? value(j + l) : m[0];
+  float best = m[0];
+  for (int l = 1; l < kLanes; ++l) best = m[l] > best ? m[l] : best;
+  return best;
+}
+
+// A row's state from two passes over it: the max, then the sum of 2^((c_j - max) log2 e) over the
+// classes other than y (lane_sum's fixed order; an all -inf row sums relative to 0: 0, NaN
+// stays NaN); and with kArgmax its argmax. Without a softcap the capped logit is the logit.
 template <typename T, bool kArgmax>
 RowState row_state(const CrossEntropyArgs& a, const T* x, std::int64_t y) {
   const float softcap = a.params.softcap;
   const float inv = softcap > 0.0f ? 1.0f / softcap : 0.0f;
-  const bool smoothing = a.params.label_smoothing != 0.0f;
-  // 16 interleaved partial states, merged in lane order: a fixed order, vectorizable.
-  math::OnlineLse lanes[kLanes];
-  math::Argmax<std::int64_t> best[kLanes];
-  for (std::int64_t j0 = 0; j0 < a.vocab; j0 += kLanes) {
-    for (int l = 0; l < kLanes && j0 + l < a.vocab; ++l) {
-      const std::int64_t j = j0 + l;
-      const float c = math::cap_logit(to_float(x[j]), softcap, inv);
-      math::OnlineLse one;
-      one.max = c;
-      one.sum = j == y ? 0.0f : 1.0f;  // the target's term is added by ce_target_terms
-      one.weighted_sum = smoothing ? class_weight(a, j) * c : 0.0f;
-      lanes[l].merge(one);
-      if constexpr (kArgmax) best[l].add(c, j);
+  const std::int64_t v = a.vocab;
+  RowState st;
+  const auto capped = [&](std::int64_t j) { return math::cap_logit(to_float(x[j]), softcap, inv); };
+  const auto plain = [&](std::int64_t j) { return to_float(x[j]); };
+  const auto state = [&](auto&& logit) {
+    st.lse.max = lane_max(v, logit);
+    const float base = st.lse.max == -INFINITY ? 0.0f : st.lse.max;
+    st.lse.sum = lane_sum(v, [&](std::int64_t j) {
+      const float e = math::fast_exp2((logit(j) - base) * math::kLog2e);
+      return j == y ? 0.0f : e;
+    });
+    if (a.params.label_smoothing != 0.0f) {
+      st.lse.weighted_sum =
+          lane_sum(v, [&](std::int64_t j) { return class_weight(a, j) * logit(j); });
     }
-  }
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) {
-      lanes[l].merge(lanes[l + width]);
-      if constexpr (kArgmax) best[l].merge(best[l + width]);
+    if constexpr (kArgmax) {
+      for (std::int64_t j = 0; j < v; ++j) st.best.add(logit(j), j);
     }
+  };
+  if (softcap > 0.0f) {
+    state(capped);
+  } else {
+    state(plain);
   }
-  return {lanes[0], best[0]};
+  return st;
 }
 
 // Writes row `row`'s gradient for the given scales a, b (times any upstream gradient).
@@ -104,6 +128,18 @@ void row_grad(const CrossEntropyArgs& a, std::int64_t row, const T* x, float lse
   math::CeRow r = math::ce_row(lse, p.softcap, p.label_smoothing, p.lse_square_scale, w_y, wt,
                                a.vocab, scale_a, scale_b);
   r.one_minus_p_y = one_minus_p_y;
+  if (p.softcap == 0.0f && a.weight == nullptr) {
+    // The loop below with c = x, w_j = 1 and a cap derivative of 1 (the same bits: coef_w * 1 and
+    // dc * 1 are exact), vectorizable; the target's logit is read before g (which may be x) is
+    // written.
+    const bool has_y = target_in_range(a, y);
+    const float c_y = has_y ? to_float(x[y]) : 0.0f;
+    for (std::int64_t j = 0; j < a.vocab; ++j) {
+      g[j] = math::from_float<T>(r.coef_p * math::softmax_prob(to_float(x[j]), r) - r.coef_w);
+    }
+    if (has_y) g[y] = math::from_float<T>(math::ce_grad_target(c_y, 1.0f, r));
+    return;
+  }
   for (std::int64_t j = 0; j < a.vocab; ++j) {
     const float c = math::cap_logit(to_float(x[j]), r.softcap, r.inv_softcap);
     const float w_j = class_weight(a, j);
