@@ -1,7 +1,8 @@
 // Cross-entropy CPU backend: the product for CPU training and the oracle the CUDA backend is
 // tested against. Rows run in parallel; each row is read once for its max and again (from cache)
 // for the sum of exponentials and for the gradient, in vectorizable loops (16 lanes merged in a
-// fixed order, host_exp2; compiled with -fno-trapping-math, src/CMakeLists.txt).
+// fixed order, host_exp2; compiled with -fno-trapping-math, src/CMakeLists.txt), once per x86
+// ISA level (row_step).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -149,42 +150,74 @@ void row_grad(const CrossEntropyArgs& a, std::int64_t row, const T* x, float lse
 }
 
 template <typename T, bool kArgmax>
-void rows(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms) {
+void forward_row(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms,
+                 std::int64_t row) {
   const float wt = s.weight_total;
   const CrossEntropyParams& p = a.params;
-  parallel_for(a.rows, 2 * a.vocab, [&](std::int64_t row) {
-    const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
-    const std::int64_t y = a.target[row];
-    const RowState state = row_state<T, kArgmax>(a, x, y);
-    const math::OnlineLse& st = state.lse;
-    if constexpr (kArgmax) {
-      const std::int64_t pred = math::ce_prediction(state.best.index, ignored(a, row));
-      if (a.predicted) a.predicted[row] = pred;
-      if (a.accuracy) terms.hit[row] = pred == y ? 1.0f : 0.0f;
-    }
-    float lse = st.lse();
-    float ce = 0.0f, z = 0.0f, one_minus_p_y = -1.0f, grad_factor = 1.0f;
-    if (!ignored(a, row)) {
-      const float w_y = row_target_weight(a, row);
-      const float inv = p.softcap > 0.0f ? 1.0f / p.softcap : 0.0f;
-      const float c_y = target_in_range(a, y) ? math::cap_logit(to_float(x[y]), p.softcap, inv)
-                                              : std::numeric_limits<float>::quiet_NaN();
-      const math::CeTargetTerms t = math::ce_target_terms(st.max, st.sum, c_y);
-      lse = t.lse;
-      one_minus_p_y = t.one_minus_p_y;
-      ce = math::ce_row_loss(lse, t.nll, w_y, st.weighted_sum, wt, p.label_smoothing, a.vocab);
-      z = p.lse_square_scale * lse * lse;
-      const float given = a.token_scale ? a.token_scale[row] : 1.0f;
-      const float scale = math::ce_token_scale(given, a.token_scale_by_target_prob, c_y, lse);
-      ce *= scale;
-      z *= scale;
-      grad_factor = scale * upstream(a, row);
-    }
-    if (a.lse) a.lse[row] = lse;
-    terms.ce[row] = ce;
-    terms.z[row] = z;
-    if (a.grad) {
-      row_grad(a, row, x, lse, wt, s.a * grad_factor, s.b * grad_factor, one_minus_p_y);
+  const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
+  const std::int64_t y = a.target[row];
+  const RowState state = row_state<T, kArgmax>(a, x, y);
+  const math::OnlineLse& st = state.lse;
+  if constexpr (kArgmax) {
+    const std::int64_t pred = math::ce_prediction(state.best.index, ignored(a, row));
+    if (a.predicted) a.predicted[row] = pred;
+    if (a.accuracy) terms.hit[row] = pred == y ? 1.0f : 0.0f;
+  }
+  float lse = st.lse();
+  float ce = 0.0f, z = 0.0f, one_minus_p_y = -1.0f, grad_factor = 1.0f;
+  if (!ignored(a, row)) {
+    const float w_y = row_target_weight(a, row);
+    const float inv = p.softcap > 0.0f ? 1.0f / p.softcap : 0.0f;
+    const float c_y = target_in_range(a, y) ? math::cap_logit(to_float(x[y]), p.softcap, inv)
+                                            : std::numeric_limits<float>::quiet_NaN();
+    const math::CeTargetTerms t = math::ce_target_terms(st.max, st.sum, c_y);
+    lse = t.lse;
+    one_minus_p_y = t.one_minus_p_y;
+    ce = math::ce_row_loss(lse, t.nll, w_y, st.weighted_sum, wt, p.label_smoothing, a.vocab);
+    z = p.lse_square_scale * lse * lse;
+    const float given = a.token_scale ? a.token_scale[row] : 1.0f;
+    const float scale = math::ce_token_scale(given, a.token_scale_by_target_prob, c_y, lse);
+    ce *= scale;
+    z *= scale;
+    grad_factor = scale * upstream(a, row);
+  }
+  if (a.lse) a.lse[row] = lse;
+  terms.ce[row] = ce;
+  terms.z[row] = z;
+  if (a.grad) {
+    row_grad(a, row, x, lse, wt, s.a * grad_factor, s.b * grad_factor, one_minus_p_y);
+  }
+}
+
+template <typename T>
+void backward_row(const CrossEntropyArgs& a, const CeScales& s, std::int64_t row) {
+  const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
+  const float g = upstream(a, row);
+  row_grad(a, row, x, a.lse[row], s.weight_total, s.a * g, s.b * g);
+}
+
+template <typename F>
+void dispatch_logits(DType dtype, F&& f) {
+  detail::dispatch_dtype(dtype,
+                         [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
+}
+
+// One row of the forward (terms, gradient) or of the backward, compiled once per x86 ISA level
+// and chosen at load time (ifunc), everything inlined into each: the 16 lanes and their merge
+// order are the source's and host code never contracts into FMAs (-ffp-contract=off), so every
+// clone gives the same bits; the wider ones run the loops 8 or 16 floats at a time.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((flatten, target_clones("default", "avx2", "avx512f")))
+#endif
+void row_step(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms,
+              std::int64_t row, bool backward) {
+  dispatch_logits(a.logits_dtype, [&]<typename T>() {
+    if (backward) {
+      backward_row<T>(a, s, row);
+    } else if (a.predicts()) {
+      forward_row<T, true>(a, s, terms, row);
+    } else {
+      forward_row<T, false>(a, s, terms, row);
     }
   });
 }
@@ -210,23 +243,6 @@ void finish(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms t) {
     const double hits = lane_sum<double>(a.rows, [&](std::int64_t i) { return t.hit[i]; });
     a.accuracy[0] = math::ce_accuracy(hits, s.count);
   }
-}
-
-template <typename T>
-void backward(const CrossEntropyArgs& a) {
-  const CeScales s = cross_entropy_scales(a);
-  const float wt = s.weight_total;
-  parallel_for(a.rows, a.vocab, [&](std::int64_t row) {
-    const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
-    const float g = upstream(a, row);
-    row_grad(a, row, x, a.lse[row], wt, s.a * g, s.b * g);
-  });
-}
-
-template <typename F>
-void dispatch_logits(DType dtype, F&& f) {
-  detail::dispatch_dtype(dtype,
-                         [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
 }
 
 }  // namespace
@@ -259,13 +275,8 @@ CeScales cross_entropy_scales(const CrossEntropyArgs& a) {
 }
 
 void cross_entropy_rows(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms) {
-  dispatch_logits(a.logits_dtype, [&]<typename T>() {
-    if (a.predicts()) {
-      rows<T, true>(a, s, terms);
-    } else {
-      rows<T, false>(a, s, terms);
-    }
-  });
+  parallel_for(a.rows, 2 * a.vocab,
+               [&](std::int64_t row) { row_step(a, s, terms, row, /*backward=*/false); });
 }
 
 void cross_entropy_finish(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms) {
@@ -281,7 +292,8 @@ void cross_entropy_fwd(const detail::CrossEntropyArgs& a) {
 }
 
 void cross_entropy_bwd(const detail::CrossEntropyArgs& a) {
-  dispatch_logits(a.logits_dtype, [&]<typename T>() { backward<T>(a); });
+  const CeScales s = cross_entropy_scales(a);
+  parallel_for(a.rows, a.vocab, [&](std::int64_t row) { row_step(a, s, {}, row, true); });
 }
 
 void cross_entropy_scale_grad(const detail::ScaleGradArgs& a) {
