@@ -35,7 +35,9 @@
 // dtype, bias [V] contiguous (any float dtype) or absent; target, class weight, divisor as in
 // cross-entropy. Gradients: hidden [N, H] contiguous in hidden's dtype; weight [V, H] contiguous,
 // float32 or weight's dtype; bias [V], float32 or bias's dtype. Each may be absent.
-// On CUDA the GEMMs run through cuBLAS on the given stream with the caller's workspace.
+// On CUDA the GEMMs run through cuBLAS on the given stream with the caller's workspace; on the
+// CPU through the BLAS that CMake found (cblas_sgemm: 16-bit operands converted to float32, which
+// is exact, so the products are float32 sums as above), else plain loops.
 #pragma once
 
 #include <cstddef>
