@@ -16,9 +16,9 @@ using detail::FlceArgs;
 
 constexpr const char* kOp = "fused_linear_cross_entropy";
 // Automatic chunks: on CUDA, logits of at most 256 MiB (at least 64 rows); on the CPU, logits
-// near the caches (2 MiB) but at least 256 rows, the depth of the dW product.
+// of 256 KiB (L2) but at least 256 rows, the depth of the dW product.
 constexpr std::int64_t kChunkLogitsBytes = std::int64_t{256} << 20;
-constexpr std::int64_t kCpuChunkLogitsBytes = std::int64_t{2} << 20;
+constexpr std::int64_t kCpuChunkLogitsBytes = std::int64_t{256} << 10;
 
 bool is_contiguous(const TensorView& t) {
   std::int64_t expected = 1;

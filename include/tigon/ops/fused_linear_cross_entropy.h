@@ -50,7 +50,7 @@ namespace tigon {
 
 struct FusedLinearCrossEntropyParams {
   CrossEntropyParams ce;
-  // Rows per chunk; 0: automatic (chunk logits <= 256 MiB on CUDA; on the CPU <= 2 MiB, at least
+  // Rows per chunk; 0: automatic (chunk logits <= 256 MiB on CUDA; on the CPU <= 256 KiB, at least
   // 256 rows).
   std::int64_t chunk_rows = 0;
   // A dweight in the weight's 16-bit dtype accumulates in float32 and is rounded once at the end
