@@ -143,8 +143,14 @@ def main() -> None:
     dtype, device = getattr(torch, args.dtype), args.device
     cuda = device == "cuda"
     reps = (20 if args.quick else 100) if cuda else 3
-    ce_shapes = [(8192, 128256), (4096, 32000)] if cuda else [(512, 32000)]
-    flce_shapes = [(8192, 4096, 128256), (16384, 4096, 128256)] if cuda else [(256, 256, 4096)]
+    ce_shapes = [(8192, 128256), (4096, 32000)] if cuda else [(4096, 4096), (512, 32000)]
+    # CPU: the demo's loss (examples/train_demo.py, small: 8 x 128 tokens, hidden 128, 256 bytes)
+    # and a 4096-hidden one.
+    flce_shapes = (
+        [(8192, 4096, 128256), (16384, 4096, 128256)]
+        if cuda
+        else [(1024, 128, 256), (512, 4096, 8192)]
+    )
     if args.quick:
         ce_shapes, flce_shapes = ce_shapes[:1], flce_shapes[:1]
     compile_ok = cuda and not args.no_compile

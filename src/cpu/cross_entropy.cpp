@@ -1,6 +1,8 @@
 // Cross-entropy CPU backend: the product for CPU training and the oracle the CUDA backend is
-// tested against. Rows run in parallel; each row is read once for lse (online, in 16 lanes merged
-// in a fixed order) and once more for the gradient, which is usually cache resident.
+// tested against. Rows run in parallel; each row is read once for its max and again (from cache)
+// for the sum of exponentials and for the gradient, in vectorizable loops (16 lanes merged in a
+// fixed order, host_exp2; compiled with -fno-trapping-math, src/CMakeLists.txt), once per x86
+// ISA level (row_step).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -60,33 +62,56 @@ struct RowState {
   math::Argmax<std::int64_t> best;
 };
 
+// The max of n values in kLanes lanes (vectorizable; a NaN never wins, so it reaches the sum).
+template <typename Value>
+float lane_max(std::int64_t n, Value&& value) {
+  float m[kLanes];
+  for (int l = 0; l < kLanes; ++l) m[l] = -INFINITY;
+  std::int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float c = value(j + l);
+      m[l] = c > m[l] ? c : m[l];
+    }
+  }
+  for (int l = 0; j + l < n; ++l) m[0] = value(j + l) > m[0] ? value(j + l) : m[0];
+  float best = m[0];
+  for (int l = 1; l < kLanes; ++l) best = m[l] > best ? m[l] : best;
+  return best;
+}
+
+// A row's state from two passes over it: the max, then the sum of 2^((c_j - max) log2 e) over the
+// classes other than y (lane_sum's fixed order; an all -inf row sums relative to 0: 0, NaN
+// stays NaN); and with kArgmax its argmax. Without a softcap the capped logit is the logit.
 template <typename T, bool kArgmax>
 RowState row_state(const CrossEntropyArgs& a, const T* x, std::int64_t y) {
   const float softcap = a.params.softcap;
   const float inv = softcap > 0.0f ? 1.0f / softcap : 0.0f;
-  const bool smoothing = a.params.label_smoothing != 0.0f;
-  // 16 interleaved partial states, merged in lane order: a fixed order, vectorizable.
-  math::OnlineLse lanes[kLanes];
-  math::Argmax<std::int64_t> best[kLanes];
-  for (std::int64_t j0 = 0; j0 < a.vocab; j0 += kLanes) {
-    for (int l = 0; l < kLanes && j0 + l < a.vocab; ++l) {
-      const std::int64_t j = j0 + l;
-      const float c = math::cap_logit(to_float(x[j]), softcap, inv);
-      math::OnlineLse one;
-      one.max = c;
-      one.sum = j == y ? 0.0f : 1.0f;  // the target's term is added by ce_target_terms
-      one.weighted_sum = smoothing ? class_weight(a, j) * c : 0.0f;
-      lanes[l].merge(one);
-      if constexpr (kArgmax) best[l].add(c, j);
+  const std::int64_t v = a.vocab;
+  RowState st;
+  const auto capped = [&](std::int64_t j) { return math::cap_logit(to_float(x[j]), softcap, inv); };
+  const auto plain = [&](std::int64_t j) { return to_float(x[j]); };
+  const auto state = [&](auto&& logit) {
+    st.lse.max = lane_max(v, logit);
+    const float base = st.lse.max == -INFINITY ? 0.0f : st.lse.max;
+    st.lse.sum = lane_sum(v, [&](std::int64_t j) {
+      const float e = math::fast_exp2((logit(j) - base) * math::kLog2e);
+      return j == y ? 0.0f : e;
+    });
+    if (a.params.label_smoothing != 0.0f) {
+      st.lse.weighted_sum =
+          lane_sum(v, [&](std::int64_t j) { return class_weight(a, j) * logit(j); });
     }
-  }
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) {
-      lanes[l].merge(lanes[l + width]);
-      if constexpr (kArgmax) best[l].merge(best[l + width]);
+    if constexpr (kArgmax) {
+      for (std::int64_t j = 0; j < v; ++j) st.best.add(logit(j), j);
     }
+  };
+  if (softcap > 0.0f) {
+    state(capped);
+  } else {
+    state(plain);
   }
-  return {lanes[0], best[0]};
+  return st;
 }
 
 // Writes row `row`'s gradient for the given scales a, b (times any upstream gradient).
@@ -104,6 +129,18 @@ void row_grad(const CrossEntropyArgs& a, std::int64_t row, const T* x, float lse
   math::CeRow r = math::ce_row(lse, p.softcap, p.label_smoothing, p.lse_square_scale, w_y, wt,
                                a.vocab, scale_a, scale_b);
   r.one_minus_p_y = one_minus_p_y;
+  if (p.softcap == 0.0f && a.weight == nullptr) {
+    // The loop below with c = x, w_j = 1 and a cap derivative of 1 (the same bits: coef_w * 1 and
+    // dc * 1 are exact), vectorizable; the target's logit is read before g (which may be x) is
+    // written.
+    const bool has_y = target_in_range(a, y);
+    const float c_y = has_y ? to_float(x[y]) : 0.0f;
+    for (std::int64_t j = 0; j < a.vocab; ++j) {
+      g[j] = math::from_float<T>(r.coef_p * math::softmax_prob(to_float(x[j]), r) - r.coef_w);
+    }
+    if (has_y) g[y] = math::from_float<T>(math::ce_grad_target(c_y, 1.0f, r));
+    return;
+  }
   for (std::int64_t j = 0; j < a.vocab; ++j) {
     const float c = math::cap_logit(to_float(x[j]), r.softcap, r.inv_softcap);
     const float w_j = class_weight(a, j);
@@ -113,42 +150,74 @@ void row_grad(const CrossEntropyArgs& a, std::int64_t row, const T* x, float lse
 }
 
 template <typename T, bool kArgmax>
-void rows(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms) {
+void forward_row(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms,
+                 std::int64_t row) {
   const float wt = s.weight_total;
   const CrossEntropyParams& p = a.params;
-  parallel_for(a.rows, 2 * a.vocab, [&](std::int64_t row) {
-    const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
-    const std::int64_t y = a.target[row];
-    const RowState state = row_state<T, kArgmax>(a, x, y);
-    const math::OnlineLse& st = state.lse;
-    if constexpr (kArgmax) {
-      const std::int64_t pred = math::ce_prediction(state.best.index, ignored(a, row));
-      if (a.predicted) a.predicted[row] = pred;
-      if (a.accuracy) terms.hit[row] = pred == y ? 1.0f : 0.0f;
-    }
-    float lse = st.lse();
-    float ce = 0.0f, z = 0.0f, one_minus_p_y = -1.0f, grad_factor = 1.0f;
-    if (!ignored(a, row)) {
-      const float w_y = row_target_weight(a, row);
-      const float inv = p.softcap > 0.0f ? 1.0f / p.softcap : 0.0f;
-      const float c_y = target_in_range(a, y) ? math::cap_logit(to_float(x[y]), p.softcap, inv)
-                                              : std::numeric_limits<float>::quiet_NaN();
-      const math::CeTargetTerms t = math::ce_target_terms(st.max, st.sum, c_y);
-      lse = t.lse;
-      one_minus_p_y = t.one_minus_p_y;
-      ce = math::ce_row_loss(lse, t.nll, w_y, st.weighted_sum, wt, p.label_smoothing, a.vocab);
-      z = p.lse_square_scale * lse * lse;
-      const float given = a.token_scale ? a.token_scale[row] : 1.0f;
-      const float scale = math::ce_token_scale(given, a.token_scale_by_target_prob, c_y, lse);
-      ce *= scale;
-      z *= scale;
-      grad_factor = scale * upstream(a, row);
-    }
-    if (a.lse) a.lse[row] = lse;
-    terms.ce[row] = ce;
-    terms.z[row] = z;
-    if (a.grad) {
-      row_grad(a, row, x, lse, wt, s.a * grad_factor, s.b * grad_factor, one_minus_p_y);
+  const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
+  const std::int64_t y = a.target[row];
+  const RowState state = row_state<T, kArgmax>(a, x, y);
+  const math::OnlineLse& st = state.lse;
+  if constexpr (kArgmax) {
+    const std::int64_t pred = math::ce_prediction(state.best.index, ignored(a, row));
+    if (a.predicted) a.predicted[row] = pred;
+    if (a.accuracy) terms.hit[row] = pred == y ? 1.0f : 0.0f;
+  }
+  float lse = st.lse();
+  float ce = 0.0f, z = 0.0f, one_minus_p_y = -1.0f, grad_factor = 1.0f;
+  if (!ignored(a, row)) {
+    const float w_y = row_target_weight(a, row);
+    const float inv = p.softcap > 0.0f ? 1.0f / p.softcap : 0.0f;
+    const float c_y = target_in_range(a, y) ? math::cap_logit(to_float(x[y]), p.softcap, inv)
+                                            : std::numeric_limits<float>::quiet_NaN();
+    const math::CeTargetTerms t = math::ce_target_terms(st.max, st.sum, c_y);
+    lse = t.lse;
+    one_minus_p_y = t.one_minus_p_y;
+    ce = math::ce_row_loss(lse, t.nll, w_y, st.weighted_sum, wt, p.label_smoothing, a.vocab);
+    z = p.lse_square_scale * lse * lse;
+    const float given = a.token_scale ? a.token_scale[row] : 1.0f;
+    const float scale = math::ce_token_scale(given, a.token_scale_by_target_prob, c_y, lse);
+    ce *= scale;
+    z *= scale;
+    grad_factor = scale * upstream(a, row);
+  }
+  if (a.lse) a.lse[row] = lse;
+  terms.ce[row] = ce;
+  terms.z[row] = z;
+  if (a.grad) {
+    row_grad(a, row, x, lse, wt, s.a * grad_factor, s.b * grad_factor, one_minus_p_y);
+  }
+}
+
+template <typename T>
+void backward_row(const CrossEntropyArgs& a, const CeScales& s, std::int64_t row) {
+  const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
+  const float g = upstream(a, row);
+  row_grad(a, row, x, a.lse[row], s.weight_total, s.a * g, s.b * g);
+}
+
+template <typename F>
+void dispatch_logits(DType dtype, F&& f) {
+  detail::dispatch_dtype(dtype,
+                         [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
+}
+
+// One row of the forward (terms, gradient) or of the backward, compiled once per x86 ISA level
+// and chosen at load time (ifunc), everything inlined into each: the 16 lanes and their merge
+// order are the source's and host code never contracts into FMAs (-ffp-contract=off), so every
+// clone gives the same bits; the wider ones run the loops 8 or 16 floats at a time.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((flatten, target_clones("default", "avx2", "avx512f")))
+#endif
+void row_step(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms,
+              std::int64_t row, bool backward) {
+  dispatch_logits(a.logits_dtype, [&]<typename T>() {
+    if (backward) {
+      backward_row<T>(a, s, row);
+    } else if (a.predicts()) {
+      forward_row<T, true>(a, s, terms, row);
+    } else {
+      forward_row<T, false>(a, s, terms, row);
     }
   });
 }
@@ -174,23 +243,6 @@ void finish(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms t) {
     const double hits = lane_sum<double>(a.rows, [&](std::int64_t i) { return t.hit[i]; });
     a.accuracy[0] = math::ce_accuracy(hits, s.count);
   }
-}
-
-template <typename T>
-void backward(const CrossEntropyArgs& a) {
-  const CeScales s = cross_entropy_scales(a);
-  const float wt = s.weight_total;
-  parallel_for(a.rows, a.vocab, [&](std::int64_t row) {
-    const T* x = static_cast<const T*>(a.logits) + row * a.logits_row_stride;
-    const float g = upstream(a, row);
-    row_grad(a, row, x, a.lse[row], wt, s.a * g, s.b * g);
-  });
-}
-
-template <typename F>
-void dispatch_logits(DType dtype, F&& f) {
-  detail::dispatch_dtype(dtype,
-                         [&](auto tag) { f.template operator()<typename decltype(tag)::type>(); });
 }
 
 }  // namespace
@@ -223,13 +275,8 @@ CeScales cross_entropy_scales(const CrossEntropyArgs& a) {
 }
 
 void cross_entropy_rows(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms) {
-  dispatch_logits(a.logits_dtype, [&]<typename T>() {
-    if (a.predicts()) {
-      rows<T, true>(a, s, terms);
-    } else {
-      rows<T, false>(a, s, terms);
-    }
-  });
+  parallel_for(a.rows, 2 * a.vocab,
+               [&](std::int64_t row) { row_step(a, s, terms, row, /*backward=*/false); });
 }
 
 void cross_entropy_finish(const CrossEntropyArgs& a, const CeScales& s, detail::RowTerms terms) {
@@ -245,7 +292,8 @@ void cross_entropy_fwd(const detail::CrossEntropyArgs& a) {
 }
 
 void cross_entropy_bwd(const detail::CrossEntropyArgs& a) {
-  dispatch_logits(a.logits_dtype, [&]<typename T>() { backward<T>(a); });
+  const CeScales s = cross_entropy_scales(a);
+  parallel_for(a.rows, a.vocab, [&](std::int64_t row) { row_step(a, s, {}, row, true); });
 }
 
 void cross_entropy_scale_grad(const detail::ScaleGradArgs& a) {

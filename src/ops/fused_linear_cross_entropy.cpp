@@ -15,7 +15,10 @@ namespace {
 using detail::FlceArgs;
 
 constexpr const char* kOp = "fused_linear_cross_entropy";
+// Automatic chunks: on CUDA, logits of at most 256 MiB (at least 64 rows); on the CPU, logits
+// of 256 KiB (L2) but at least 256 rows, the depth of the dW product.
 constexpr std::int64_t kChunkLogitsBytes = std::int64_t{256} << 20;
+constexpr std::int64_t kCpuChunkLogitsBytes = std::int64_t{256} << 10;
 
 bool is_contiguous(const TensorView& t) {
   std::int64_t expected = 1;
@@ -153,7 +156,9 @@ FlceArgs checked(const FusedLinearCrossEntropyParams& params,
   std::int64_t chunk = params.chunk_rows;
   if (chunk == 0) {
     const std::int64_t row_bytes = vocab * static_cast<std::int64_t>(element_size(h.dtype));
-    chunk = std::max<std::int64_t>(64, kChunkLogitsBytes / row_bytes / 64 * 64);
+    const bool cpu = device.type == DeviceType::kCPU;
+    chunk = std::max<std::int64_t>(
+        cpu ? 256 : 64, (cpu ? kCpuChunkLogitsBytes : kChunkLogitsBytes) / row_bytes / 64 * 64);
   }
   a.chunk_rows = std::max<std::int64_t>(1, std::min(chunk, hl.rows));
   return a;

@@ -9,7 +9,7 @@
 // Per row i with y = target[i] (rows with y == ignore_index contribute nothing: loss 0, grad 0),
 // everything float32, x = logits[i, :] read once as float32:
 //   c_j   = softcap > 0 ? softcap * tanh(x_j / softcap) : x_j          (Gemma2 final softcapping)
-//   lse   = log(sum_j exp(c_j))                 online max/sum in one pass (exp2 based)
+//   lse   = log(sum_j exp(c_j))                 max and sum of exp2 (CUDA: online, one pass)
 //   p_j   = exp(c_j - lse)
 //   ce_i  = (1 - ls) * w_y * (lse - c_y) + (ls / V) * sum_j w_j * (lse - c_j)      (w = 1 without
 //           class weights; ls = label_smoothing; this is torch.nn.functional.cross_entropy)

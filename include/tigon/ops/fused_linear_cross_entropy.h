@@ -35,7 +35,9 @@
 // dtype, bias [V] contiguous (any float dtype) or absent; target, class weight, divisor as in
 // cross-entropy. Gradients: hidden [N, H] contiguous in hidden's dtype; weight [V, H] contiguous,
 // float32 or weight's dtype; bias [V], float32 or bias's dtype. Each may be absent.
-// On CUDA the GEMMs run through cuBLAS on the given stream with the caller's workspace.
+// On CUDA the GEMMs run through cuBLAS on the given stream with the caller's workspace; on the
+// CPU through the BLAS that CMake found (cblas_sgemm: 16-bit operands converted to float32, which
+// is exact, so the products are float32 sums as above), else plain loops.
 #pragma once
 
 #include <cstddef>
@@ -48,7 +50,9 @@ namespace tigon {
 
 struct FusedLinearCrossEntropyParams {
   CrossEntropyParams ce;
-  std::int64_t chunk_rows = 0;  // rows per chunk; 0: automatic (chunk logits <= 256 MiB)
+  // Rows per chunk; 0: automatic (chunk logits <= 256 MiB on CUDA; on the CPU <= 256 KiB, at least
+  // 256 rows).
+  std::int64_t chunk_rows = 0;
   // A dweight in the weight's 16-bit dtype accumulates in float32 and is rounded once at the end
   // (bitwise the rounding of a float32 dweight) without a float32 copy: half of the rows
   // accumulate in the workspace (ceil(V/2) * H floats), the others in dweight's own storage

@@ -94,7 +94,8 @@ def fused_linear_cross_entropy(
             ``final_logit_softcapping``; HF's ``num_items_in_batch`` goes with reduction="sum").
             With reduction="none" any upstream gradient works (``loss.backward(g)``): the
             backward recomputes the logits chunk by chunk (one more pass of GEMMs).
-        chunk_size: rows per chunk (default: chunk logits of at most 256 MiB).
+        chunk_size: rows per chunk (default: chunk logits of at most 256 MiB on CUDA; on the
+            CPU at most 256 KiB, but at least 256 rows).
         accum_dtype: dtype the weight gradient accumulates in across chunks: float32 (default)
             or the weight's dtype (less memory, less precise).
         token_scale: per-token factor with ``target``'s number of elements (any float dtype,
