@@ -15,6 +15,8 @@
 #   GPU_CHECK_CTEST_JOBS=8 GPU tests at once; pytest and racecheck run beside them and memcheck
 #   GPU_CHECK_CTEST_TIMEOUT=300 seconds one GPU test may run before ctest kills it
 #   GPU_CHECK_PYTEST_WORKERS=N pytest processes (default 3/4 of the cores, at most 12; 1: one)
+# Needs Google Highway (Debian/Ubuntu: libhwy-dev); a GPU machine without it and without a network
+# takes it from .gpu_deps/hwy, an install prefix that tools/gpu_deps.sh copies from this machine's.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT_DIR=${OUT:-$PWD/gpu_check_out}
@@ -72,6 +74,12 @@ info() {
   nvcc --version | tail -2
   date -u
 }
+
+if [ -d .gpu_deps/hwy ]; then
+  export CMAKE_PREFIX_PATH=$PWD/.gpu_deps/hwy${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+  hwy_lib=$(dirname "$(find "$PWD/.gpu_deps/hwy" -name 'libhwy.so*' | head -1)")
+  export LD_LIBRARY_PATH=$hwy_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 
 # A compiler without a shared libstdc++ (seen on a GPU image: CXX=/opt/gcc/bin/g++) would link a
 # second, static copy into the torch module; prefer the system g++ then.

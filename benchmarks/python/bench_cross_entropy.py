@@ -39,12 +39,19 @@ def ce_providers(device: str, with_compile: bool) -> dict:
         "hf": (hf_ce, False),
         "tigon": (lambda x, t: tigon.ops.cross_entropy(x, t), False),
         "tigon_inplace": (lambda x, t: tigon.ops.cross_entropy(x, t, in_place=True), True),
+        # the argmax in the same pass (the training loop's accuracy metric without logits)
+        "tigon +accuracy": (lambda x, t: _with_metrics(tigon.ops.cross_entropy, x, t), False),
     }
     if with_compile:
         p["torch.compile(hf)"] = (torch.compile(hf_ce), False)
     if liger_ce is not None and device == "cuda":
         p["liger"] = (lambda x, t: liger_ce(x, t), True)  # writes the gradient into x
     return p
+
+
+def _with_metrics(loss_fn, *args):
+    out = loss_fn(*args, return_token_accuracy=True, return_predicted_tokens=True)
+    return out.loss
 
 
 def loss_steps(fn, inputs, target):
@@ -98,6 +105,13 @@ def flce_providers(device: str, with_compile: bool) -> dict:
         "tigon (dW in weight dtype)": lambda h, w, t: tigon.ops.fused_linear_cross_entropy(
             h, w, t, accum_dtype=w.dtype
         ),
+        "tigon +accuracy": lambda h, w, t: _with_metrics(
+            tigon.ops.fused_linear_cross_entropy, h, w, t
+        ),
+        # per-token losses with their gradients (the backward recomputes the logits)
+        "tigon reduction=none": lambda h, w, t: tigon.ops.fused_linear_cross_entropy(
+            h, w, t, reduction="none"
+        ).sum(),
     }
     if with_compile:
         p["torch.compile(unfused)"] = torch.compile(unfused_flce)

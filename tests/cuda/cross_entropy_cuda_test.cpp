@@ -94,8 +94,8 @@ class Problem {
     std::uniform_real_distribution<float> u(0.2f, 2.0f);
     for (std::int64_t j = 0; c.weighted && j < c.v; ++j) w_.push_back(u(rng));
     if (c.nan_after_neg_inf) {
-      for (std::int64_t j = 0; j < 7; ++j) x_.set(1, j, -INFINITY);
-      x_.set(1, 7, NAN);
+      for (std::int64_t j = 0; j < 7; ++j) set_logit(1, j, -INFINITY);
+      set_logit(1, 7, NAN);
     }
     if (c.ties) add_ties();
   }
@@ -111,21 +111,24 @@ class Problem {
       if (!c_.all_ignored) y_[i] = target;
     };
     row(1, t.t0, [&](std::int64_t i) {
-      for (std::int64_t j : {t.t0, t.t1, t.t2}) x_.set(i, j, 40.0f);
+      for (std::int64_t j : {t.t0, t.t1, t.t2}) set_logit(i, j, 40.0f);
     });
     row(2, t.t2, [&](std::int64_t i) {
-      for (std::int64_t j : {t.t1, t.t2}) x_.set(i, j, 40.0f);
+      for (std::int64_t j : {t.t1, t.t2}) set_logit(i, j, 40.0f);
     });
     row(3, t.t1, [&](std::int64_t i) {
-      x_.set(i, t.t0, 1e4f);
-      x_.set(i, t.t2, NAN);
-      x_.set(i, t.t1, NAN);
+      set_logit(i, t.t0, 1e4f);
+      set_logit(i, t.t2, NAN);
+      set_logit(i, t.t1, NAN);
     });
     row(5, t.t0, [&](std::int64_t i) {
-      x_.set(i, t.t0, 5e3f);
-      x_.set(i, t.t1, 1e4f);
+      set_logit(i, t.t0, 5e3f);
+      set_logit(i, t.t1, 1e4f);
     });
   }
+
+  // Logit (i, j) as the kernels see it: of the view shifted by c.misalign elements.
+  void set_logit(std::int64_t i, std::int64_t j, float v) { x_.set(i, j + c_.misalign, v); }
 
   std::int64_t loss_n() const { return c_.p.reduction == Reduction::kNone ? c_.n : 1; }
 
