@@ -41,6 +41,9 @@ _EXTRA: dict[str, dict[str, Any]] = {
     "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
     "gemma2": {"attn_implementation": "eager"},  # attention soft-capping, as HF recommends
     "gemma3_text": {"sliding_window": 16},  # exercise the local/global layer pattern at seq 32
+    # Dropout defaults of 0.1 would make two training runs differ by their random masks alone
+    # (the MLP's output dropout has its own test in test_transformers_kernels.py).
+    "seed_oss": {"residual_dropout": 0.0, "attention_dropout": 0.0},
 }
 
 

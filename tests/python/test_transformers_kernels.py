@@ -70,9 +70,10 @@ def _assert_matches(ref: dict[str, Any], model: nn.Module, *, fused: bool, **kwa
 def test_flags_per_family() -> None:
     for family in FAMILIES:
         flags = tt.kernel_flags(family)
+        rope = {"rope": True} if tt.FAMILIES[family].rope is not None else {}
         assert flags == {
             "rms_norm": True,
-            "rope": True,
+            **rope,
             GLU[family]: True,
             "cross_entropy": False,
             "fused_linear_cross_entropy": True,
@@ -102,7 +103,10 @@ def test_class_replacement_all_kernels(family: str, loss: str) -> None:
     assert ours.state_dict().keys() == hf.state_dict().keys()
     patched = tt.patched_modules(ours)
     assert patched["model.layers.0.mlp" if family != "mixtral" else "model.layers.0.mlp.experts"]
-    assert "tigon.ops.rope" in patched["model.layers.1.self_attn"]
+    if tt.FAMILIES[family].rope is not None:
+        assert "tigon.ops.rope" in patched["model.layers.1.self_attn"]
+    else:
+        assert "model.layers.1.self_attn" not in patched
     assert patched[""] == (tl.FLCE if loss == "fused" else tl.CE)
     _assert_matches(ref, ours, fused=loss == "fused")
 
@@ -209,6 +213,27 @@ def test_mlp_activation_mismatch_is_an_error() -> None:
     tt.apply_tigon_kernel_to_llama(**only("llama", "swiglu"))
     with pytest.raises(ValueError, match="pass swiglu=False"):
         build_model("llama", hidden_act="relu")
+
+
+def test_mlp_output_dropout_is_kept() -> None:
+    """Seed-OSS drops out its MLP's output in training: the tigon MLP does too, with the same
+    mask for the same random state; in eval it is the identity."""
+    hf = build_model("seed_oss", residual_dropout=0.25)
+    ours = build_model(
+        "seed_oss", tigon="instance", kernels=only("seed_oss", "swiglu"), residual_dropout=0.25
+    )
+    mlp_ref, mlp = hf.model.layers[0].mlp, ours.model.layers[0].mlp
+    assert isinstance(mlp, tm.TigonGLU) and not isinstance(mlp_ref, tm.TigonGLU)
+    x = torch.randn(2, 8, 64)
+    for training in (True, False):
+        mlp_ref.train(training)
+        mlp.train(training)
+        torch.manual_seed(3)
+        want = mlp_ref(x)
+        torch.manual_seed(3)
+        got = mlp(x)
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+        assert (got == 0).float().mean() > 0.1 if training else not (got == 0).any()
 
 
 def test_changed_mlp_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -42,6 +42,14 @@ EXPECTED = {
     "phi3": "tigon.nn.RMSNorm(llama)",
     "granite": "tigon.nn.RMSNorm(llama)",
     "olmo2": "tigon.nn.RMSNorm(gemma)",
+    "olmo3": "tigon.nn.RMSNorm(gemma)",
+    "smollm3": "tigon.nn.RMSNorm(llama)",
+    "ministral": "tigon.nn.RMSNorm(llama)",
+    "exaone4": "tigon.nn.RMSNorm(llama)",
+    "hunyuan_v1_dense": "tigon.nn.RMSNorm(llama)",
+    "seed_oss": "tigon.nn.RMSNorm(llama)",
+    "ernie4_5": "tigon.nn.RMSNorm(llama)",
+    "glm4": "tigon.nn.RMSNorm(llama)",
 }
 
 #: Norms each tiny (2-layer) model must have, beyond input/post-attention/final ones.
@@ -122,9 +130,10 @@ def test_every_family_has_an_apply_function() -> None:
         assert tt.MODEL_TYPE_TO_APPLY_FN[family] is fn
         params = inspect.signature(fn).parameters
         glu = "geglu" if family.startswith("gemma") else "swiglu"
+        rope = ["rope"] if tt.FAMILIES[family].rope is not None else []
         assert list(params) == [
             "rms_norm",
-            "rope",
+            *rope,
             glu,
             "cross_entropy",
             "fused_linear_cross_entropy",
@@ -132,7 +141,7 @@ def test_every_family_has_an_apply_function() -> None:
         ]
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
         assert params["rms_norm"].default is True and params["model"].default is None
-        assert params["rope"].default is params[glu].default is True
+        assert all(params[k].default is True for k in [*rope, glu])
         assert params["fused_linear_cross_entropy"].default is True
         assert params["cross_entropy"].default is False
         assert fn.__doc__ and family in fn.__doc__
@@ -439,7 +448,9 @@ def test_bad_arguments() -> None:
         tt.apply_tigon_kernel_to_llama(True)  # type: ignore[misc]  # keyword-only
     with pytest.raises(TypeError, match="must be a torch.nn.Module"):
         tt.apply_tigon_kernel_to_llama(model="llama")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="'gpt2' is not supported; supported: gemma, gemma2"):
+    with pytest.raises(
+        ValueError, match="'gpt2' is not supported; supported: ernie4_5, exaone4, gemma, gemma2"
+    ):
         tt.apply_tigon_kernel("gpt2")
 
 

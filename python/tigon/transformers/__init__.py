@@ -45,6 +45,14 @@ apply_tigon_kernel_to_gemma3_text: ApplyFn = make_apply_fn("gemma3_text")
 apply_tigon_kernel_to_phi3: ApplyFn = make_apply_fn("phi3")
 apply_tigon_kernel_to_granite: ApplyFn = make_apply_fn("granite")
 apply_tigon_kernel_to_olmo2: ApplyFn = make_apply_fn("olmo2")
+apply_tigon_kernel_to_olmo3: ApplyFn = make_apply_fn("olmo3")
+apply_tigon_kernel_to_smollm3: ApplyFn = make_apply_fn("smollm3")
+apply_tigon_kernel_to_ministral: ApplyFn = make_apply_fn("ministral")
+apply_tigon_kernel_to_exaone4: ApplyFn = make_apply_fn("exaone4")
+apply_tigon_kernel_to_hunyuan_v1_dense: ApplyFn = make_apply_fn("hunyuan_v1_dense")
+apply_tigon_kernel_to_seed_oss: ApplyFn = make_apply_fn("seed_oss")
+apply_tigon_kernel_to_ernie4_5: ApplyFn = make_apply_fn("ernie4_5")
+apply_tigon_kernel_to_glm4: ApplyFn = make_apply_fn("glm4")
 
 #: HF model_type -> its apply function.
 MODEL_TYPE_TO_APPLY_FN: dict[str, ApplyFn] = {
@@ -64,18 +72,26 @@ __all__ = [
     "Kernel",
     "NormSpec",
     "apply_tigon_kernel",
+    "apply_tigon_kernel_to_ernie4_5",
+    "apply_tigon_kernel_to_exaone4",
     "apply_tigon_kernel_to_gemma",
     "apply_tigon_kernel_to_gemma2",
     "apply_tigon_kernel_to_gemma3_text",
+    "apply_tigon_kernel_to_glm4",
     "apply_tigon_kernel_to_granite",
+    "apply_tigon_kernel_to_hunyuan_v1_dense",
     "apply_tigon_kernel_to_instance",
     "apply_tigon_kernel_to_llama",
+    "apply_tigon_kernel_to_ministral",
     "apply_tigon_kernel_to_mistral",
     "apply_tigon_kernel_to_mixtral",
     "apply_tigon_kernel_to_olmo2",
+    "apply_tigon_kernel_to_olmo3",
     "apply_tigon_kernel_to_phi3",
     "apply_tigon_kernel_to_qwen2",
     "apply_tigon_kernel_to_qwen3",
+    "apply_tigon_kernel_to_seed_oss",
+    "apply_tigon_kernel_to_smollm3",
     "describe_module",
     "family_for_model_type",
     "kernel_flags",

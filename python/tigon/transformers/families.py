@@ -66,6 +66,9 @@ class MlpSpec:
     layout: str
     #: Config attribute naming the activation (``hidden_act``, or ``hidden_activation``).
     act_attr: str = "hidden_act"
+    #: Attribute of the MLP module holding a dropout probability applied to its output (Seed-OSS's
+    #: ``residual_dropout``), or None.
+    dropout_attr: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,7 @@ def _family(
     norms: dict[str, NormSpec],
     *,
     mlp: MlpSpec,
-    rope: RopeSpec,
+    rope: RopeSpec | None,
     loss: LossSpec = LossSpec(),
     probe_config: dict[str, object] | None = None,
 ) -> FamilySpec:
@@ -171,6 +174,11 @@ def _swiglu(cls: str, layout: str = "split") -> MlpSpec:
 
 def _rope(attention: str, variant: str = "plain") -> RopeSpec:
     return RopeSpec(attention, variant)
+
+
+#: GLM / ERNIE rotate interleaved pairs (``x[..., 0::2]``, ``x[..., 1::2]``), a layout tigon's
+#: RoPE op does not have yet: those families keep HF's rotary (no ``rope`` flag).
+_INTERLEAVED_ROPE = None
 
 
 _SOFTCAP = LossSpec(softcap_attr="final_logit_softcapping")
@@ -227,6 +235,36 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
             _family("olmo2", f"{_M}.olmo2.modeling_olmo2", "Olmo2ForCausalLM",
                     {"Olmo2RMSNorm": _OLMO2},
                     mlp=_swiglu("Olmo2MLP"), rope=_rope("Olmo2Attention", "cast")),
+            _family("olmo3", f"{_M}.olmo3.modeling_olmo3", "Olmo3ForCausalLM",
+                    {"Olmo3RMSNorm": _OLMO2},
+                    mlp=_swiglu("Olmo3MLP"), rope=_rope("Olmo3Attention", "cast")),
+            _family("smollm3", f"{_M}.smollm3.modeling_smollm3", "SmolLM3ForCausalLM",
+                    {"SmolLM3RMSNorm": _llama()},
+                    mlp=_swiglu("SmolLM3MLP"), rope=_rope("SmolLM3Attention")),
+            _family("ministral", f"{_M}.ministral.modeling_ministral", "MinistralForCausalLM",
+                    {"MinistralRMSNorm": _llama()},
+                    mlp=_swiglu("MinistralMLP"), rope=_rope("MinistralAttention")),
+            _family("exaone4", f"{_M}.exaone4.modeling_exaone4", "Exaone4ForCausalLM",
+                    {"Exaone4RMSNorm": _llama(
+                        "llama casting; post-norms feed the residual sum; q_norm/k_norm")},
+                    mlp=_swiglu("Exaone4MLP"), rope=_rope("Exaone4Attention")),
+            _family("hunyuan_v1_dense", f"{_M}.hunyuan_v1_dense.modeling_hunyuan_v1_dense",
+                    "HunYuanDenseV1ForCausalLM",
+                    {"HunYuanDenseV1RMSNorm": _llama(
+                        "llama casting; also query_layernorm/key_layernorm over head_dim")},
+                    mlp=_swiglu("HunYuanDenseV1MLP"), rope=_rope("HunYuanDenseV1Attention")),
+            _family("seed_oss", f"{_M}.seed_oss.modeling_seed_oss", "SeedOssForCausalLM",
+                    {"SeedOssRMSNorm": _llama()},
+                    mlp=MlpSpec("SeedOssMLP", "swiglu", "split", dropout_attr="residual_dropout"),
+                    rope=_rope("SeedOssAttention"),
+                    probe_config={"residual_dropout": 0.0, "attention_dropout": 0.0}),
+            _family("ernie4_5", f"{_M}.ernie4_5.modeling_ernie4_5", "Ernie4_5ForCausalLM",
+                    {"Ernie4_5RMSNorm": _llama()},
+                    mlp=_swiglu("Ernie4_5MLP"), rope=_INTERLEAVED_ROPE),
+            _family("glm4", f"{_M}.glm4.modeling_glm4", "Glm4ForCausalLM",
+                    {"Glm4RMSNorm": _llama(
+                        "llama casting; post-self-attention/post-MLP norms feed the residual sum")},
+                    mlp=_swiglu("Glm4MLP", "fused"), rope=_INTERLEAVED_ROPE),
         )
     }
 )  # fmt: skip

@@ -66,8 +66,16 @@ def _check_activation(module: nn.Module, spec: MlpSpec, family: str) -> None:
 def _split_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     kind, gate, up = self.tigon_spec.kind, self.gate_proj(x), self.up_proj(x)
     if self.tigon_fuse_down_proj:
-        return _ops.glu_down_proj(kind, gate, up, self.down_proj)
-    return self.down_proj(_ops.glu(kind, gate, up))
+        return _output_dropout(self, _ops.glu_down_proj(kind, gate, up, self.down_proj))
+    return _output_dropout(self, self.down_proj(_ops.glu(kind, gate, up)))
+
+
+def _output_dropout(self: Any, out: torch.Tensor) -> torch.Tensor:
+    """The MLP output's dropout where the HF forward has one (MlpSpec.dropout_attr)."""
+    attr = self.tigon_spec.dropout_attr
+    if attr is None:
+        return out
+    return nn.functional.dropout(out, p=getattr(self, attr), training=self.training)
 
 
 def _fused_forward(self: Any, hidden_states: torch.Tensor) -> torch.Tensor:
