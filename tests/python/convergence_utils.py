@@ -44,6 +44,7 @@ _EXTRA: dict[str, dict[str, Any]] = {
     # Dropout defaults of 0.1 would make two training runs differ by their random masks alone
     # (the MLP's output dropout has its own test in test_transformers_kernels.py).
     "seed_oss": {"residual_dropout": 0.0, "attention_dropout": 0.0},
+    "lfm2": {"layer_types": ["conv", "full_attention"]},  # one short-conv layer, one attention
 }
 
 

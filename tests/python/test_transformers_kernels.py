@@ -21,6 +21,8 @@ from tigon.transformers import mlp as tm
 transformers = pytest.importorskip("transformers")
 
 GLU = {f: ("geglu" if f.startswith("gemma") else "swiglu") for f in FAMILIES}
+#: The first layer's MLP module where it isn't ``model.layers.0.mlp``.
+MLP_NAMES = {"mixtral": "model.layers.0.mlp.experts", "lfm2": "model.layers.0.feed_forward"}
 
 
 @pytest.fixture(autouse=True)
@@ -71,10 +73,11 @@ def test_flags_per_family() -> None:
     for family in FAMILIES:
         flags = tt.kernel_flags(family)
         rope = {"rope": True} if tt.FAMILIES[family].rope is not None else {}
+        mlp = {GLU[family]: True} if tt.FAMILIES[family].mlp is not None else {}
         assert flags == {
             "rms_norm": True,
             **rope,
-            GLU[family]: True,
+            **mlp,
             "cross_entropy": False,
             "fused_linear_cross_entropy": True,
         }
@@ -102,7 +105,11 @@ def test_class_replacement_all_kernels(family: str, loss: str) -> None:
     ours = build_model(family, tigon="classes", kernels=flags)
     assert ours.state_dict().keys() == hf.state_dict().keys()
     patched = tt.patched_modules(ours)
-    assert patched["model.layers.0.mlp" if family != "mixtral" else "model.layers.0.mlp.experts"]
+    mlp = MLP_NAMES.get(family, "model.layers.0.mlp")
+    if tt.FAMILIES[family].mlp is not None:
+        assert patched[mlp]
+    else:
+        assert mlp not in patched
     if tt.FAMILIES[family].rope is not None:
         assert "tigon.ops.rope" in patched["model.layers.1.self_attn"]
     else:
@@ -120,7 +127,8 @@ def test_instance_patching_all_kernels(family: str) -> None:
     assert dict(model.named_parameters()) == params  # same Parameter objects
     assert tt.patched_modules(model) == done
     mlps = [n for n, m in model.named_modules() if isinstance(m, tm.TigonGLU)]
-    assert mlps and all(done[n].startswith(f"tigon.ops.{GLU[family]}") for n in mlps)
+    assert bool(mlps) == (tt.FAMILIES[family].mlp is not None)
+    assert all(done[n].startswith(f"tigon.ops.{GLU[family]}") for n in mlps)
     assert done[""] == tl.FLCE
     assert type(model).__name__ == tt.FAMILIES[family].causal_lm  # save_pretrained architectures
     assert tt.apply_tigon_kernel(family, model=model) == done  # idempotent

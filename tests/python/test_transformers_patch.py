@@ -50,10 +50,21 @@ EXPECTED = {
     "seed_oss": "tigon.nn.RMSNorm(llama)",
     "ernie4_5": "tigon.nn.RMSNorm(llama)",
     "glm4": "tigon.nn.RMSNorm(llama)",
+    "apertus": "tigon.nn.RMSNorm(llama)",
+    "lfm2": "tigon.nn.RMSNorm(llama)",
+}
+
+#: The final norm and a layer's second norm, by the names most families use ...
+LLAMA_NORMS = ["model.norm", "model.layers.1.post_attention_layernorm"]
+#: ... and where the family names them differently.
+BASE_NORMS = {
+    "apertus": ["model.norm", "model.layers.1.feedforward_layernorm"],
+    "lfm2": ["model.embedding_norm", "model.layers.1.ffn_norm"],
 }
 
 #: Norms each tiny (2-layer) model must have, beyond input/post-attention/final ones.
 SPECIAL_NORMS = {
+    "lfm2": ["model.layers.0.operator_norm", "model.layers.1.self_attn.q_layernorm"],
     "qwen3": ["model.layers.0.self_attn.q_norm", "model.layers.1.self_attn.k_norm"],
     "gemma2": [
         "model.layers.0.pre_feedforward_layernorm",
@@ -131,17 +142,18 @@ def test_every_family_has_an_apply_function() -> None:
         params = inspect.signature(fn).parameters
         glu = "geglu" if family.startswith("gemma") else "swiglu"
         rope = ["rope"] if tt.FAMILIES[family].rope is not None else []
+        mlp = [glu] if tt.FAMILIES[family].mlp is not None else []
         assert list(params) == [
             "rms_norm",
             *rope,
-            glu,
+            *mlp,
             "cross_entropy",
             "fused_linear_cross_entropy",
             "model",
         ]
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
         assert params["rms_norm"].default is True and params["model"].default is None
-        assert all(params[k].default is True for k in [*rope, glu])
+        assert all(params[k].default is True for k in [*rope, *mlp])
         assert params["fused_linear_cross_entropy"].default is True
         assert params["cross_entropy"].default is False
         assert fn.__doc__ and family in fn.__doc__
@@ -169,7 +181,7 @@ def test_class_replacement(family: str) -> None:
     originals = {name: getattr(module, name) for name in spec.norms}
     hf = build_model(family)
     norms = hf_norm_names(hf, family)
-    assert {"model.norm", "model.layers.1.post_attention_layernorm"} <= norms
+    assert set(BASE_NORMS.get(family, LLAMA_NORMS)) <= norms
     assert set(SPECIAL_NORMS.get(family, [])) <= norms
 
     with patched_classes(family) as done:

@@ -53,6 +53,8 @@ apply_tigon_kernel_to_hunyuan_v1_dense: ApplyFn = make_apply_fn("hunyuan_v1_dens
 apply_tigon_kernel_to_seed_oss: ApplyFn = make_apply_fn("seed_oss")
 apply_tigon_kernel_to_ernie4_5: ApplyFn = make_apply_fn("ernie4_5")
 apply_tigon_kernel_to_glm4: ApplyFn = make_apply_fn("glm4")
+apply_tigon_kernel_to_lfm2: ApplyFn = make_apply_fn("lfm2")
+apply_tigon_kernel_to_apertus: ApplyFn = make_apply_fn("apertus")
 
 #: HF model_type -> its apply function.
 MODEL_TYPE_TO_APPLY_FN: dict[str, ApplyFn] = {
@@ -72,6 +74,7 @@ __all__ = [
     "Kernel",
     "NormSpec",
     "apply_tigon_kernel",
+    "apply_tigon_kernel_to_apertus",
     "apply_tigon_kernel_to_ernie4_5",
     "apply_tigon_kernel_to_exaone4",
     "apply_tigon_kernel_to_gemma",
@@ -81,6 +84,7 @@ __all__ = [
     "apply_tigon_kernel_to_granite",
     "apply_tigon_kernel_to_hunyuan_v1_dense",
     "apply_tigon_kernel_to_instance",
+    "apply_tigon_kernel_to_lfm2",
     "apply_tigon_kernel_to_llama",
     "apply_tigon_kernel_to_ministral",
     "apply_tigon_kernel_to_mistral",

@@ -64,11 +64,14 @@ class MlpSpec:
     #: ``"swiglu"`` (``silu(gate) * up``) or ``"geglu"`` (``gelu_tanh(gate) * up``): the flag name.
     kind: str
     layout: str
-    #: Config attribute naming the activation (``hidden_act``, or ``hidden_activation``).
-    act_attr: str = "hidden_act"
+    #: Config attribute naming the activation (``hidden_act``, or ``hidden_activation``); None
+    #: where the forward calls a fixed activation (LFM2's ``F.silu``).
+    act_attr: str | None = "hidden_act"
     #: Attribute of the MLP module holding a dropout probability applied to its output (Seed-OSS's
     #: ``residual_dropout``), or None.
     dropout_attr: str | None = None
+    #: The ``"split"`` layout's gate, up and down projections (LFM2: ``w1``, ``w3``, ``w2``).
+    proj: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ def _family(
     causal_lm: str,
     norms: dict[str, NormSpec],
     *,
-    mlp: MlpSpec,
+    mlp: MlpSpec | None,
     rope: RopeSpec | None,
     loss: LossSpec = LossSpec(),
     probe_config: dict[str, object] | None = None,
@@ -261,6 +264,17 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
             _family("ernie4_5", f"{_M}.ernie4_5.modeling_ernie4_5", "Ernie4_5ForCausalLM",
                     {"Ernie4_5RMSNorm": _llama()},
                     mlp=_swiglu("Ernie4_5MLP"), rope=_INTERLEAVED_ROPE),
+            _family("apertus", f"{_M}.apertus.modeling_apertus", "ApertusForCausalLM",
+                    {"ApertusRMSNorm": _llama(
+                        "llama casting; attention/feedforward pre-norms, q_norm/k_norm")},
+                    mlp=None,  # not gated: down(xielu(up(x)))
+                    rope=_rope("ApertusAttention")),
+            _family("lfm2", f"{_M}.lfm2.modeling_lfm2", "Lfm2ForCausalLM",
+                    {"Lfm2RMSNorm": _llama(
+                        "llama casting; operator/FFN pre-norms, q/k layernorms, embedding norm")},
+                    mlp=MlpSpec("Lfm2MLP", "swiglu", "split", act_attr=None,
+                                proj=("w1", "w3", "w2")),
+                    rope=_rope("Lfm2Attention")),
             _family("glm4", f"{_M}.glm4.modeling_glm4", "Glm4ForCausalLM",
                     {"Glm4RMSNorm": _llama(
                         "llama casting; post-self-attention/post-MLP norms feed the residual sum")},

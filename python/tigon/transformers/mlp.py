@@ -54,6 +54,8 @@ class TigonGLU:
 
 
 def _check_activation(module: nn.Module, spec: MlpSpec, family: str) -> None:
+    if spec.act_attr is None:  # a fixed activation in the forward: the parity probe checks it
+        return
     config = getattr(module, "config", None)
     act = getattr(config, spec.act_attr, None)
     if act not in ACTIVATIONS[spec.kind]:
@@ -64,10 +66,12 @@ def _check_activation(module: nn.Module, spec: MlpSpec, family: str) -> None:
 
 
 def _split_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
-    kind, gate, up = self.tigon_spec.kind, self.gate_proj(x), self.up_proj(x)
+    spec = self.tigon_spec
+    gate_proj, up_proj, down_proj = (getattr(self, name) for name in spec.proj)
+    gate, up = gate_proj(x), up_proj(x)
     if self.tigon_fuse_down_proj:
-        return _output_dropout(self, _ops.glu_down_proj(kind, gate, up, self.down_proj))
-    return _output_dropout(self, self.down_proj(_ops.glu(kind, gate, up)))
+        return _output_dropout(self, _ops.glu_down_proj(spec.kind, gate, up, down_proj))
+    return _output_dropout(self, down_proj(_ops.glu(spec.kind, gate, up)))
 
 
 def _output_dropout(self: Any, out: torch.Tensor) -> torch.Tensor:
