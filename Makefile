@@ -13,7 +13,7 @@ CORE_BUILD := build/core
 # The venv's CMake (pinned in requirements-dev.txt), the version CI and the GPU machine use.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all deps venv install test test-cpp test-python test-convergence demo checkstyle format bench clean
+.PHONY: all deps venv install test test-cpp test-python test-convergence test-compat demo checkstyle format bench clean
 
 all: test
 
@@ -46,6 +46,19 @@ test-python: install
 # HF training with and without tigon on tiny models of every supported family (also in test-python).
 test-convergence: install
 	$(PY) -m pytest tests/python/test_convergence.py -m convergence -q
+
+# The patches on the newest transformers too (the venv pins the oldest supported one): that
+# release goes to a directory of its own, put before the venv's on the path for the transformers
+# tests alone. Both versions are tigon.transformers.supported_versions()["tested"].
+COMPAT_TRANSFORMERS ?= 5.23.0
+COMPAT_DIR := build/compat/transformers-$(COMPAT_TRANSFORMERS)
+test-compat: install
+	[ -f $(COMPAT_DIR)/.installed ] || { rm -rf $(COMPAT_DIR) && \
+	  $(PY) -m pip install -q --target $(COMPAT_DIR) transformers==$(COMPAT_TRANSFORMERS) && \
+	  rm -rf $(COMPAT_DIR)/torch* $(COMPAT_DIR)/bin && touch $(COMPAT_DIR)/.installed; }
+	PYTHONPATH=$(abspath $(COMPAT_DIR)) $(PY) -m pytest -q -p no:cacheprovider \
+	  tests/python/test_transformers_patch.py tests/python/test_transformers_kernels.py \
+	  tests/python/test_convergence.py --expect-transformers $(COMPAT_TRANSFORMERS)
 
 # The training demo: HF vs tigon-patched Llama-style model, CUDA when present, else the CPU.
 demo: install

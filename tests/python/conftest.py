@@ -8,6 +8,26 @@ import pytest
 import torch
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--expect-transformers",
+        default=None,
+        help="fail unless this transformers version is the one imported (make test-compat)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    expected = config.getoption("--expect-transformers")
+    if expected is not None:
+        import transformers
+
+        if transformers.__version__ != expected:
+            raise pytest.UsageError(
+                f"--expect-transformers {expected}: imported transformers "
+                f"{transformers.__version__} from {transformers.__file__}"
+            )
+
+
 def _cuda_device_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 

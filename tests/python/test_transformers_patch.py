@@ -10,6 +10,7 @@ import copy
 import importlib
 import inspect
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,20 @@ def test_every_family_has_an_apply_function() -> None:
         assert params["cross_entropy"].default is False
         assert fn.__doc__ and family in fn.__doc__
     assert tt.supported_model_types() == sorted(FAMILIES)
+
+
+def test_supported_versions_are_the_tested_ones() -> None:
+    """The versions tigon declares are the ones `make test` (the pin) and `make test-compat` run,
+    and this run is one of them."""
+    root = Path(__file__).resolve().parents[2]
+    versions = tt.supported_versions()
+    tested = versions["transformers"]["tested"]
+    pin = re.search(r"^transformers==([0-9.]+)", (root / "requirements-dev.txt").read_text(), re.M)
+    compat = re.search(r"^COMPAT_TRANSFORMERS \?= ([0-9.]+)", (root / "Makefile").read_text(), re.M)
+    assert pin and compat
+    assert tested == (pin.group(1), compat.group(1))
+    assert versions["transformers"]["min"] == pin.group(1)
+    assert versions["installed"] == transformers.__version__ in tested
 
 
 def test_every_family_module_has_its_classes() -> None:
@@ -461,7 +476,7 @@ def test_bad_arguments() -> None:
     with pytest.raises(TypeError, match="must be a torch.nn.Module"):
         tt.apply_tigon_kernel_to_llama(model="llama")  # type: ignore[arg-type]
     with pytest.raises(
-        ValueError, match="'gpt2' is not supported; supported: ernie4_5, exaone4, gemma, gemma2"
+        ValueError, match="'gpt2' is not supported; supported: .*gemma, gemma2, gemma3_text"
     ):
         tt.apply_tigon_kernel("gpt2")
 

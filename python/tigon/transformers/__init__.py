@@ -32,6 +32,7 @@ from tigon.transformers.patching import (
     patched_modules,
     revert_patches,
     supported_model_types,
+    supported_versions,
 )
 
 apply_tigon_kernel_to_llama: ApplyFn = make_apply_fn("llama")
@@ -103,4 +104,5 @@ __all__ = [
     "patched_modules",
     "revert_patches",
     "supported_model_types",
+    "supported_versions",
 ]

@@ -17,6 +17,11 @@ from tigon.transformers.families import FamilySpec
 SKIP_PARITY_CHECK_ENV = "TIGON_SKIP_PARITY_CHECK"
 
 
+#: The transformers releases the patches are tested on: the oldest supported one (pinned in
+#: requirements-dev.txt, `make test`) and the newest one checked (`make test-compat`).
+TESTED_TRANSFORMERS = ("5.17.0", "5.23.0")
+
+
 def transformers_version() -> str:
     try:
         import transformers
@@ -28,8 +33,8 @@ def transformers_version() -> str:
 def drift(family: str, what: str) -> RuntimeError:
     return RuntimeError(
         f"tigon.transformers[{family}]: {what} (transformers {transformers_version()}; tigon's "
-        f"table was written for transformers 5.17). The modeling code changed: update "
-        f"tigon/transformers/families.py, or pin transformers."
+        f"table is tested on transformers {' and '.join(TESTED_TRANSFORMERS)}). The modeling "
+        f"code changed: update tigon/transformers/families.py, or pin transformers."
     )
 
 

@@ -34,7 +34,12 @@ from tigon.transformers import loss as _loss
 from tigon.transformers import mlp as _mlp
 from tigon.transformers import norm as _norm
 from tigon.transformers import rope as _rope
-from tigon.transformers._common import SKIP_PARITY_CHECK_ENV, class_key
+from tigon.transformers._common import (
+    SKIP_PARITY_CHECK_ENV,
+    TESTED_TRANSFORMERS,
+    class_key,
+    transformers_version,
+)
 from tigon.transformers.families import FAMILIES, MODEL_TYPE_TO_FAMILY, FamilySpec
 
 __all__ = [
@@ -51,6 +56,7 @@ __all__ = [
     "patched_modules",
     "revert_patches",
     "supported_model_types",
+    "supported_versions",
 ]
 
 
@@ -147,6 +153,16 @@ def family_for_model_type(model_type: str) -> FamilySpec:
             f"{', '.join(supported_model_types())}"
         )
     return FAMILIES[name]
+
+
+def supported_versions() -> dict[str, object]:
+    """What the patches are tested on: ``{"transformers": {"min": ..., "tested": (...)},
+    "installed": ...}``. Other releases may work (each HF class is probed numerically before it
+    is patched, and a changed one is a clear error, never a silent patch)."""
+    return {
+        "transformers": {"min": TESTED_TRANSFORMERS[0], "tested": TESTED_TRANSFORMERS},
+        "installed": transformers_version(),
+    }
 
 
 def supported_model_types() -> list[str]:
