@@ -1,6 +1,7 @@
 """Distillation losses kl_div, jsd, tvd: parity with torch.nn.functional.kl_div (float64 and
 float32) and with float64 references of the peer's JSD and TVD, gradients, the operators
-(opcheck, gradcheck in float64, torch.compile(fullgraph=True)), the modules and bad input."""
+(opcheck, gradcheck in float32: the core has no float64, torch.compile(fullgraph=True)), the
+modules and bad input."""
 
 from __future__ import annotations
 
