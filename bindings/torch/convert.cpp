@@ -115,21 +115,23 @@ CastingMode parse_casting_mode(std::string_view mode, std::string_view op) {
                                                "'" + std::string(mode) + "'"));
 }
 
+Reduction parse_reduction(std::string_view reduction, std::string_view op, bool batchmean) {
+  if (reduction == "mean") return Reduction::kMean;
+  if (reduction == "sum") return Reduction::kSum;
+  if (reduction == "none") return Reduction::kNone;
+  if (batchmean && reduction == "batchmean") return Reduction::kBatchMean;
+  C10_THROW_ERROR(ValueError, argument_message(op, "reduction",
+                                               batchmean ? "'batchmean', 'mean', 'sum' or 'none'"
+                                                         : "'mean', 'sum' or 'none'",
+                                               "'" + std::string(reduction) + "'"));
+}
+
 CrossEntropyParams cross_entropy_params(int64_t ignore_index, std::string_view reduction,
                                         double label_smoothing, double lse_square_scale,
                                         double softcap, std::string_view op) {
   CrossEntropyParams p;
   p.ignore_index = ignore_index;
-  if (reduction == "mean") {
-    p.reduction = Reduction::kMean;
-  } else if (reduction == "sum") {
-    p.reduction = Reduction::kSum;
-  } else if (reduction == "none") {
-    p.reduction = Reduction::kNone;
-  } else {
-    C10_THROW_ERROR(ValueError, argument_message(op, "reduction", "'mean', 'sum' or 'none'",
-                                                 "'" + std::string(reduction) + "'"));
-  }
+  p.reduction = parse_reduction(reduction, op, /*batchmean=*/false);
   p.label_smoothing = static_cast<float>(label_smoothing);
   p.lse_square_scale = static_cast<float>(lse_square_scale);
   p.softcap = static_cast<float>(softcap);

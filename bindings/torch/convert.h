@@ -44,6 +44,10 @@ at::Tensor with_row_layout(const at::Tensor& t);
 // "llama" | "gemma" | "none", else c10::ValueError naming casting_mode.
 CastingMode parse_casting_mode(std::string_view mode, std::string_view op);
 
+// "mean" | "sum" | "none" (and "batchmean" when `batchmean`), else c10::ValueError naming
+// reduction.
+Reduction parse_reduction(std::string_view reduction, std::string_view op, bool batchmean);
+
 // The options of the cross-entropy ops, in schema order; reduction "mean" | "sum" | "none", else
 // c10::ValueError naming reduction.
 CrossEntropyParams cross_entropy_params(int64_t ignore_index, std::string_view reduction,

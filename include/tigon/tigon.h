@@ -5,6 +5,7 @@
 #include "tigon/dtype.h"
 #include "tigon/error.h"
 #include "tigon/ops/cross_entropy.h"
+#include "tigon/ops/divergence.h"
 #include "tigon/ops/fused_linear_cross_entropy.h"
 #include "tigon/ops/glu.h"
 #include "tigon/ops/layer_norm.h"

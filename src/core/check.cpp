@@ -59,4 +59,18 @@ RowLayout row_layout(std::string_view op, std::string_view arg, const TensorView
   return layout;
 }
 
+std::int64_t contiguous_numel(std::string_view op, std::string_view arg, const TensorView& t) {
+  std::int64_t numel = 1, expected = 1;
+  bool contiguous = true;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    numel *= t.sizes[d];
+    if (t.sizes[d] != 1 && t.strides[d] != expected) contiguous = false;
+    expected *= t.sizes[d];
+  }
+  TIGON_CHECK_ARG(contiguous || numel == 0, op, arg, "a contiguous tensor",
+                  shape_string(t) + " (not contiguous)");
+  TIGON_CHECK_ARG(numel == 0 || t.data != nullptr, op, arg, "a non-null data pointer", "nullptr");
+  return numel;
+}
+
 }  // namespace tigon::detail

@@ -44,6 +44,10 @@ struct RowLayout {
 // and whose leading dimensions collapse to one row stride; names `arg` in every error.
 RowLayout row_layout(std::string_view op, std::string_view arg, const TensorView& t);
 
+// numel of a contiguous tensor (any number of dimensions; non-null data unless empty), else an
+// error naming `arg`.
+std::int64_t contiguous_numel(std::string_view op, std::string_view arg, const TensorView& t);
+
 // The checks every op makes of its tensors, with the same messages everywhere.
 
 // dtype is float32, float16 or bfloat16 (an out-of-range enum value is reported by its code).

@@ -1,6 +1,7 @@
 // Compiled instead of the CUDA backend when tigon is built without it. The validation layer
 // rejects CUDA tensors first (kBackendUnavailable); these bodies are the last line of defence.
 #include "ops/cross_entropy_args.h"
+#include "ops/divergence_args.h"
 #include "ops/fused_linear_cross_entropy_args.h"
 #include "ops/glu_args.h"
 #include "ops/layer_norm_args.h"
@@ -40,5 +41,8 @@ std::size_t fused_linear_cross_entropy_workspace_size(const detail::FlceArgs&, i
   unavailable();
 }
 void fused_linear_cross_entropy(const detail::FlceArgs&, int, void*) { unavailable(); }
+std::size_t divergence_workspace_size(const detail::DivergenceArgs&, int) { unavailable(); }
+void divergence_fwd(const detail::DivergenceArgs&, int, void*) { unavailable(); }
+void divergence_bwd(const detail::DivergenceArgs&, int, void*) { unavailable(); }
 
 }  // namespace tigon::cuda

@@ -12,6 +12,7 @@ namespace tigon {
 namespace {
 
 using detail::check_dtype;
+using detail::contiguous_numel;
 
 using detail::CrossEntropyArgs;
 
@@ -28,21 +29,6 @@ void check_params(const char* op, const CrossEntropyParams& p) {
 
 void check_device(const char* op, const char* arg, const TensorView& t, Device device) {
   detail::check_device(op, arg, t, device, "the logits' device");
-}
-
-// numel of a contiguous tensor (any number of dimensions), else an error naming `arg`.
-std::int64_t contiguous_numel(const char* op, const char* arg, const TensorView& t) {
-  std::int64_t numel = 1, expected = 1;
-  bool contiguous = true;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    numel *= t.sizes[d];
-    if (t.sizes[d] != 1 && t.strides[d] != expected) contiguous = false;
-    expected *= t.sizes[d];
-  }
-  TIGON_CHECK_ARG(contiguous || numel == 0, op, arg, "a contiguous tensor",
-                  detail::shape_string(t) + " (not contiguous)");
-  TIGON_CHECK_ARG(numel == 0 || t.data != nullptr, op, arg, "a non-null data pointer", "nullptr");
-  return numel;
 }
 
 // A float32 tensor of `numel` elements on `device` ("what" describes the expected shape).
@@ -171,6 +157,7 @@ const char* reduction_name(Reduction reduction) noexcept {
     case Reduction::kNone: return "none";
     case Reduction::kSum: return "sum";
     case Reduction::kMean: return "mean";
+    case Reduction::kBatchMean: return "batchmean";
   }
   return "unknown";
 }

@@ -43,6 +43,10 @@ def test_public_api() -> None:
     assert issubclass(tigon.nn.RMSNorm, torch.nn.Module)
     assert callable(tigon.ops.layer_norm)
     assert issubclass(tigon.nn.LayerNorm, torch.nn.Module)
+    for name in ("kl_div", "jsd", "tvd"):
+        assert callable(getattr(tigon.ops, name))
+    for module in (tigon.nn.KLDivLoss, tigon.nn.JSD, tigon.nn.TVDLoss):
+        assert issubclass(module, torch.nn.Module)
     for name in (
         "rms_norm_fwd",
         "rms_norm_bwd",
@@ -50,6 +54,12 @@ def test_public_api() -> None:
         "layer_norm_fwd",
         "layer_norm_bwd",
         "layer_norm_bwd_inplace",
+        "kl_div_fwd",
+        "kl_div_bwd",
+        "jsd_fwd",
+        "jsd_bwd",
+        "tvd_fwd",
+        "tvd_bwd",
     ):
         assert hasattr(torch.ops.tigon, name)
 

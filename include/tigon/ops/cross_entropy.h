@@ -50,7 +50,8 @@
 
 namespace tigon {
 
-enum class Reduction : std::uint8_t { kNone, kSum, kMean };
+// kBatchMean: the distillation losses only (divergence.h); cross-entropy rejects it.
+enum class Reduction : std::uint8_t { kNone, kSum, kMean, kBatchMean };
 
 const char* reduction_name(Reduction reduction) noexcept;
 

@@ -3,6 +3,7 @@
 
 from tigon.nn import functional
 from tigon.nn.cross_entropy import CrossEntropyLoss
+from tigon.nn.divergence import JSD, KLDivLoss, TVDLoss
 from tigon.nn.fused_linear_cross_entropy import FusedLinearCrossEntropyLoss
 from tigon.nn.glu import (
     GLUMLP,
@@ -23,10 +24,13 @@ __all__ = [
     "CrossEntropyLoss",
     "FusedLinearCrossEntropyLoss",
     "GeGLUMLP",
+    "JSD",
+    "KLDivLoss",
     "LayerNorm",
     "Phi3SwiGLUMLP",
     "RMSNorm",
     "SwiGLUMLP",
+    "TVDLoss",
     "functional",
     "glu_down_proj",
     "glu_experts_apply_gate",

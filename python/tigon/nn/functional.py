@@ -10,9 +10,10 @@ import torch
 from torch.nn import _reduction
 
 from tigon.ops.cross_entropy import cross_entropy as _cross_entropy
+from tigon.ops.divergence import kl_div as _kl_div
 from tigon.ops.layer_norm import layer_norm as _layer_norm
 
-__all__ = ["cross_entropy", "layer_norm"]
+__all__ = ["cross_entropy", "kl_div", "layer_norm"]
 
 
 def cross_entropy(
@@ -71,3 +72,23 @@ def layer_norm(
             f"input ({tuple(input.shape[-1:])}), got {tuple(normalized_shape)}"
         )
     return _layer_norm(input, weight, bias, eps)
+
+
+def kl_div(
+    input: torch.Tensor,  # noqa: A002  (torch's name)
+    target: torch.Tensor,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    log_target: bool = False,
+) -> torch.Tensor:
+    """``torch.nn.functional.kl_div`` computed by :func:`tigon.ops.kl_div` in float32 and returned
+    in torch's dtype (input's and target's promoted dtype; both are cast to it first). Shapes:
+    ``input`` and ``target`` the same (no broadcasting). ``size_average`` and ``reduce`` are
+    torch's deprecated forms of ``reduction``. Only ``input`` is differentiated (a ``target`` that
+    requires grad is refused)."""
+    if size_average is not None or reduce is not None:
+        reduction = _reduction.legacy_get_string(size_average, reduce)
+    dtype = torch.promote_types(input.dtype, target.dtype)
+    loss = _kl_div(input.to(dtype), target.to(dtype), reduction=reduction, log_target=log_target)
+    return loss.to(dtype)

@@ -1,6 +1,7 @@
 """Functional interface: the tigon operators with their autograd formulas."""
 
 from tigon.ops.cross_entropy import REDUCTIONS, CrossEntropyOutput, cross_entropy
+from tigon.ops.divergence import DIVERGENCE_REDUCTIONS, jsd, kl_div, tvd
 from tigon.ops.fused_linear_cross_entropy import fused_linear_cross_entropy
 from tigon.ops.glu import geglu, geglu_packed, glu, glu_packed, swiglu, swiglu_packed
 from tigon.ops.layer_norm import layer_norm
@@ -9,6 +10,7 @@ from tigon.ops.rope import apply_rotary_pos_emb, rope
 
 __all__ = [
     "CASTING_MODES",
+    "DIVERGENCE_REDUCTIONS",
     "REDUCTIONS",
     "CrossEntropyOutput",
     "apply_rotary_pos_emb",
@@ -18,9 +20,12 @@ __all__ = [
     "geglu_packed",
     "glu",
     "glu_packed",
+    "jsd",
+    "kl_div",
     "layer_norm",
     "rms_norm",
     "rope",
     "swiglu",
     "swiglu_packed",
+    "tvd",
 ]
