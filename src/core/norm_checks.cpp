@@ -7,10 +7,12 @@
 namespace tigon::detail {
 
 void check_same_shape(std::string_view op, std::string_view arg, const TensorView& t,
-                      const TensorView& ref) {
+                      const TensorView& ref, std::string_view ref_name) {
   bool same = t.ndim == ref.ndim;
   for (int d = 0; same && d < t.ndim; ++d) same = t.sizes[d] == ref.sizes[d];
-  TIGON_CHECK_ARG(same, op, arg, "shape " + shape_string(ref) + " (x's shape)", shape_string(t));
+  TIGON_CHECK_ARG(same, op, arg,
+                  "shape " + shape_string(ref) + " (" + std::string(ref_name) + "'s shape)",
+                  shape_string(t));
 }
 
 void check_hidden_vector(std::string_view op, std::string_view arg, const TensorView& t,

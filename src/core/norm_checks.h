@@ -9,9 +9,9 @@
 
 namespace tigon::detail {
 
-// t has ref's shape (`ref` is x in every message).
+// t has ref's shape; `ref_name` names ref in the message.
 void check_same_shape(std::string_view op, std::string_view arg, const TensorView& t,
-                      const TensorView& ref);
+                      const TensorView& ref, std::string_view ref_name = "x");
 
 // t is [hidden], contiguous, on `device` (x's), non-null when hidden > 0. The dtype is the
 // caller's check.

@@ -1,6 +1,7 @@
 // Compiled instead of the CUDA backend when tigon is built without it. The validation layer
 // rejects CUDA tensors first (kBackendUnavailable); these bodies are the last line of defence.
 #include "ops/cross_entropy_args.h"
+#include "ops/fused_add_rms_norm_args.h"
 #include "ops/fused_linear_cross_entropy_args.h"
 #include "ops/glu_args.h"
 #include "ops/layer_norm_args.h"
@@ -25,6 +26,11 @@ std::size_t layer_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, boo
   unavailable();
 }
 void layer_norm_fwd(const detail::LayerNormFwdArgs&, int, void*) { unavailable(); }
+std::size_t fused_add_rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, bool, int) {
+  unavailable();
+}
+void fused_add_rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavailable(); }
+void fused_add_rms_norm_bwd(const detail::RmsNormBwdArgs&, int, void*) { unavailable(); }
 void layer_norm_bwd(const detail::LayerNormBwdArgs&, int, void*) { unavailable(); }
 void glu_fwd(const detail::GluFwdArgs&, int, void*) { unavailable(); }
 void glu_bwd(const detail::GluBwdArgs&, int, void*) { unavailable(); }
