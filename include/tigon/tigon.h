@@ -5,6 +5,7 @@
 #include "tigon/dtype.h"
 #include "tigon/error.h"
 #include "tigon/ops/cross_entropy.h"
+#include "tigon/ops/dyt.h"
 #include "tigon/ops/fused_add_rms_norm.h"
 #include "tigon/ops/fused_linear_cross_entropy.h"
 #include "tigon/ops/glu.h"
