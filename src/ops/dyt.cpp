@@ -15,15 +15,6 @@ namespace {
 constexpr const char* kFwd = "dyt_fwd";
 constexpr const char* kBwd = "dyt_bwd";
 
-detail::RowLayout checked_x(const char* op, const TensorView& x) {
-  detail::check_floating(op, "x", x.dtype);
-  const detail::RowLayout layout = detail::row_layout(op, "x", x);
-  TIGON_CHECK_ARG(layout.hidden > 0, op, "x", "a last dimension (hidden size) >= 1",
-                  detail::shape_string(x));
-  detail::check_backend(op, "x", x.device);
-  return layout;
-}
-
 // A parameter's dtype: x's or float32 (16-bit activations with float32 master weights).
 void check_parameter_dtype(const char* op, const char* arg, DType got, DType x_dtype) {
   TIGON_CHECK_ARG(got == x_dtype || got == DType::kFloat32, op, arg,
@@ -67,15 +58,6 @@ detail::DytParams checked_params(const char* op, const TensorView& x, std::int64
   return p;
 }
 
-// t: x's device, dtype and shape, row-addressable.
-detail::RowLayout checked_like_x(const char* op, const char* arg, const TensorView& t,
-                                 const TensorView& x) {
-  detail::check_device(op, arg, t, x.device, "x's device");
-  detail::check_dtype(op, arg, t.dtype, x.dtype, " (x's dtype)");
-  detail::check_same_shape(op, arg, t, x);
-  return detail::row_layout(op, arg, t);
-}
-
 // dgamma / dbeta: [H] contiguous in the parameter's dtype.
 void check_parameter_grad(const char* op, const char* arg, const TensorView& t, const TensorView& x,
                           std::int64_t hidden, DType dtype) {
@@ -87,10 +69,10 @@ void check_parameter_grad(const char* op, const char* arg, const TensorView& t, 
 
 void dyt_fwd(const TensorView& x, const TensorView& alpha, const TensorView& gamma,
              const TensorView& beta, const TensorView& y, Workspace, Stream stream) {
-  const detail::RowLayout xl = checked_x(kFwd, x);
+  const detail::RowLayout xl = detail::checked_norm_input(kFwd, x);
   detail::DytFwdArgs a;
   a.params = checked_params(kFwd, x, xl.hidden, alpha, gamma, beta);
-  const detail::RowLayout yl = checked_like_x(kFwd, "y", y, x);
+  const detail::RowLayout yl = detail::checked_like(kFwd, "y", y, x, x.dtype);
   if (xl.rows == 0) return;
   a.rows = xl.rows;
   a.hidden = xl.hidden;
@@ -107,7 +89,7 @@ void dyt_fwd(const TensorView& x, const TensorView& alpha, const TensorView& gam
 }
 
 std::size_t dyt_bwd_workspace_size(const TensorView& x, bool has_beta) {
-  const detail::RowLayout xl = checked_x("dyt_bwd_workspace_size", x);
+  const detail::RowLayout xl = detail::checked_norm_input("dyt_bwd_workspace_size", x);
   if (x.device.type == DeviceType::kCUDA) {
     return cuda::dyt_bwd_workspace_size(xl.rows, xl.hidden, has_beta, x.device.index);
   }
@@ -118,11 +100,11 @@ void dyt_bwd(const TensorView& dy, const TensorView& x, const TensorView& alpha,
              const TensorView& gamma, const TensorView& beta, const TensorView& dx,
              const TensorView& dalpha, const TensorView& dgamma, const TensorView& dbeta,
              Workspace workspace, Stream stream) {
-  const detail::RowLayout xl = checked_x(kBwd, x);
+  const detail::RowLayout xl = detail::checked_norm_input(kBwd, x);
   detail::DytBwdArgs a;
   a.params = checked_params(kBwd, x, xl.hidden, alpha, gamma, beta);
-  const detail::RowLayout dyl = checked_like_x(kBwd, "dy", dy, x);
-  const detail::RowLayout dxl = checked_like_x(kBwd, "dx", dx, x);
+  const detail::RowLayout dyl = detail::checked_like(kBwd, "dy", dy, x, x.dtype);
+  const detail::RowLayout dxl = detail::checked_like(kBwd, "dx", dx, x, x.dtype);
   detail::check_alias(kBwd, "dx", dx, dxl, "dy", dy, dyl);
   check_scalar(kBwd, "dalpha", dalpha, x, alpha.dtype);
   check_parameter_grad(kBwd, "dgamma", dgamma, x, xl.hidden, gamma.dtype);

@@ -15,16 +15,6 @@ namespace {
 constexpr const char* kFwd = "fused_add_rms_norm_fwd";
 constexpr const char* kBwd = "fused_add_rms_norm_bwd";
 
-// t: `ref`'s (x's or h's) device, dtype and shape, row-addressable.
-detail::RowLayout checked_like(const char* op, const char* arg, const TensorView& t,
-                               const TensorView& ref, const char* ref_name) {
-  const std::string whose = std::string(ref_name) + "'s";
-  detail::check_device(op, arg, t, ref.device, whose + " device");
-  detail::check_dtype(op, arg, t.dtype, ref.dtype, " (" + whose + " dtype)");
-  detail::check_same_shape(op, arg, t, ref, ref_name);
-  return detail::row_layout(op, arg, t);
-}
-
 }  // namespace
 
 std::size_t fused_add_rms_norm_fwd_workspace_size(const RmsNormParams&, const TensorView& x,
@@ -38,8 +28,8 @@ void fused_add_rms_norm_fwd(const RmsNormParams& params, const TensorView& x,
                             const TensorView& h, const TensorView& y, const TensorView& rstd,
                             Workspace workspace, Stream stream) {
   detail::RmsNormFwdArgs a = detail::checked_rms_norm_fwd_args(kFwd, params, x, weight, y, rstd);
-  const detail::RowLayout rl = checked_like(kFwd, "residual", residual, x, "x");
-  const detail::RowLayout hl = checked_like(kFwd, "h", h, x, "x");
+  const detail::RowLayout rl = detail::checked_like(kFwd, "residual", residual, x, x.dtype);
+  const detail::RowLayout hl = detail::checked_like(kFwd, "h", h, x, x.dtype);
   detail::check_workspace(kFwd, workspace, fused_add_rms_norm_fwd_workspace_size(params, x, weight),
                           "fused_add_rms_norm_fwd_workspace_size");
   if (a.rows == 0) return;
@@ -73,7 +63,7 @@ void fused_add_rms_norm_bwd(const RmsNormParams& params, const TensorView& dy, c
                             Stream stream) {
   detail::RmsNormBwdArgs a =
       detail::checked_rms_norm_bwd_args(kBwd, params, dy, h, weight, rstd, dx, dw, "h");
-  const detail::RowLayout dhl = checked_like(kBwd, "dh", dh, h, "h");
+  const detail::RowLayout dhl = detail::checked_like(kBwd, "dh", dh, h, h.dtype, "h");
   const detail::RowLayout dxl = detail::row_layout(kBwd, "dx", dx);
   detail::check_alias(kBwd, "dx", dx, dxl, "dh", dh, dhl);
   detail::check_workspace(kBwd, workspace, fused_add_rms_norm_bwd_workspace_size(params, h, weight),

@@ -29,24 +29,10 @@ void check_weight(const char* op, const TensorView& w, const TensorView& x, std:
 
 std::string possessive(const char* name) { return std::string(name) + "'s"; }
 
-// t: x's device, shape and the given dtype, row-addressable.
-RowLayout checked_like_x(const char* op, const char* arg, const TensorView& t, const TensorView& x,
-                         DType dtype, const char* x_name) {
-  check_device(op, arg, t, x.device, possessive(x_name) + " device");
-  check_dtype(op, arg, t.dtype, dtype);
-  check_same_shape(op, arg, t, x, x_name);
-  return row_layout(op, arg, t);
-}
-
 }  // namespace
 
 RowLayout checked_rms_norm_input(const char* op, const TensorView& x, const char* x_name) {
-  check_floating(op, x_name, x.dtype);
-  const RowLayout layout = row_layout(op, x_name, x);
-  TIGON_CHECK_ARG(layout.hidden > 0, op, x_name, "a last dimension (hidden size) >= 1",
-                  shape_string(x));
-  check_backend(op, x_name, x.device);
-  return layout;
+  return checked_norm_input(op, x, x_name);
 }
 
 void check_alias(const char* op, const char* a_name, const TensorView& a, const RowLayout& a_layout,
@@ -70,7 +56,7 @@ RmsNormFwdArgs checked_rms_norm_fwd_args(const char* op, const RmsNormParams& pa
   check_params(op, params, weight.defined());
   check_weight(op, weight, x, xl.hidden);
   const DType y_dtype = rms_norm_output_dtype(params, x.dtype, weight.dtype, weight.defined());
-  const RowLayout yl = checked_like_x(op, "y", y, x, y_dtype, "x");
+  const RowLayout yl = checked_like(op, "y", y, x, y_dtype);
   check_row_statistic(op, "rstd", rstd, x.device, xl.rows);
 
   RmsNormFwdArgs a;
@@ -99,8 +85,8 @@ RmsNormBwdArgs checked_rms_norm_bwd_args(const char* op, const RmsNormParams& pa
   check_weight(op, weight, x, xl.hidden);
   const bool has_weight = weight.defined();
   const DType y_dtype = rms_norm_output_dtype(params, x.dtype, weight.dtype, has_weight);
-  const RowLayout dyl = checked_like_x(op, "dy", dy, x, y_dtype, x_name);
-  const RowLayout dxl = checked_like_x(op, "dx", dx, x, x.dtype, x_name);
+  const RowLayout dyl = checked_like(op, "dy", dy, x, y_dtype, x_name);
+  const RowLayout dxl = checked_like(op, "dx", dx, x, x.dtype, x_name);
   check_alias(op, "dx", dx, dxl, "dy", dy, dyl);
   check_row_statistic(op, "rstd", rstd, x.device, xl.rows);
   if (has_weight) {
