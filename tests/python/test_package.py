@@ -37,6 +37,10 @@ def test_public_api() -> None:
     assert issubclass(tigon.nn.RMSNorm, torch.nn.Module)
     assert callable(tigon.ops.layer_norm)
     assert issubclass(tigon.nn.LayerNorm, torch.nn.Module)
+    assert callable(tigon.ops.fused_add_rms_norm)
+    assert issubclass(tigon.nn.FusedAddRMSNorm, torch.nn.Module)
+    assert callable(tigon.ops.dyt)
+    assert issubclass(tigon.nn.DyT, torch.nn.Module)
     for name in (
         "rms_norm_fwd",
         "rms_norm_bwd",
@@ -44,6 +48,11 @@ def test_public_api() -> None:
         "layer_norm_fwd",
         "layer_norm_bwd",
         "layer_norm_bwd_inplace",
+        "fused_add_rms_norm_fwd",
+        "fused_add_rms_norm_bwd",
+        "fused_add_rms_norm_bwd_inplace",
+        "dyt_fwd",
+        "dyt_bwd",
     ):
         assert hasattr(torch.ops.tigon, name)
 
