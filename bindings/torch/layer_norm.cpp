@@ -8,6 +8,7 @@
 
 #include "convert.h"
 #include "cuda_context.h"
+#include "norm_buffers.h"
 #include "tigon/ops/layer_norm.h"
 #include "unobservable.h"
 
@@ -22,31 +23,6 @@ LayerNormParams make_params(double eps) {
   LayerNormParams params;
   params.eps = static_cast<float>(eps);  // PyTorch also computes with a float32 eps
   return params;
-}
-
-// Parameters are small: a strided one is copied rather than rejected.
-std::optional<at::Tensor> contiguous_parameter(const std::optional<at::Tensor>& t) {
-  if (!t.has_value() || !t->defined()) return std::nullopt;
-  return t->contiguous();
-}
-
-Workspace byte_workspace(const at::Tensor& buffer) {
-  return Workspace{buffer.numel() ? buffer.data_ptr() : nullptr,
-                   static_cast<std::size_t>(buffer.numel())};
-}
-
-// One float32 statistic per row: x.shape[:-1], viewed flat ([R] contiguous) for the core (this
-// also keeps empty shapes such as [2, 0] away from the core's stride check).
-at::Tensor empty_row_statistic(const at::Tensor& x) {
-  return at::empty(x.sizes().slice(0, x.dim() > 0 ? x.dim() - 1 : 0),
-                   x.options().dtype(at::kFloat));
-}
-at::Tensor flat(const at::Tensor& statistic) { return statistic.contiguous().view({-1}); }
-
-// A parameter's gradient: its shape and dtype, or an empty [0] tensor without the parameter.
-at::Tensor empty_parameter_grad(const std::optional<at::Tensor>& parameter, const at::Tensor& x) {
-  return parameter ? at::empty(parameter->sizes(), parameter->options())
-                   : at::empty({0}, x.options());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_fwd(
@@ -67,7 +43,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_fwd(
                   x.options().dtype(at::kByte));
     tigon::layer_norm_fwd(params, xv, to_view(weight, kFwd, "weight"), to_view(bias, kFwd, "bias"),
                           to_view(y, kFwd, "y"), to_view(flat(mean), kFwd, "mean"),
-                          to_view(flat(rstd), kFwd, "rstd"), byte_workspace(workspace),
+                          to_view(flat(rstd), kFwd, "rstd"), to_workspace(workspace),
                           context.stream);
     return std::make_tuple(std::move(y), std::move(mean), std::move(rstd));
   });
@@ -95,8 +71,8 @@ std::tuple<at::Tensor, at::Tensor> run_backward(const char* op, const at::Tensor
     tigon::layer_norm_bwd(params, to_view(dy, op, "dy"), xv, to_view(weight, op, "weight"),
                           to_view(flat(mean), op, "mean"), to_view(flat(rstd), op, "rstd"),
                           to_view(dx, op, "dx"), weight ? to_view(dw, op, "dw") : TensorView{},
-                          wants_db ? to_view(db, op, "db") : TensorView{},
-                          byte_workspace(workspace), stream);
+                          wants_db ? to_view(db, op, "db") : TensorView{}, to_workspace(workspace),
+                          stream);
     return std::make_tuple(std::move(dw), std::move(db));
   });
 }

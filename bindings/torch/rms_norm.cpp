@@ -9,6 +9,7 @@
 
 #include "convert.h"
 #include "cuda_context.h"
+#include "norm_buffers.h"
 #include "tigon/ops/rms_norm.h"
 #include "unobservable.h"
 
@@ -19,54 +20,20 @@ constexpr const char* kFwd = "rms_norm_fwd";
 constexpr const char* kBwd = "rms_norm_bwd";
 constexpr const char* kBwdInplace = "rms_norm_bwd_inplace";
 
-RmsNormParams make_params(double eps, double offset, std::string_view casting_mode,
-                          std::string_view op) {
-  RmsNormParams params;
-  params.eps = static_cast<float>(eps);
-  params.offset = static_cast<float>(offset);
-  params.casting_mode = parse_casting_mode(casting_mode, op);
-  return params;
-}
-
-// The weight is small: a strided one is copied rather than rejected.
-std::optional<at::Tensor> contiguous_weight(const std::optional<at::Tensor>& weight) {
-  if (!weight.has_value() || !weight->defined()) return std::nullopt;
-  return weight->contiguous();
-}
-
-at::Tensor empty_bytes(std::size_t bytes, const at::Tensor& like) {
-  return at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
-}
-
-Workspace to_workspace(const at::Tensor& buffer) {
-  return Workspace{buffer.numel() ? buffer.data_ptr() : nullptr,
-                   static_cast<std::size_t>(buffer.numel())};
-}
-
-// rstd as the core documents it, [R] contiguous (a flat view of x.shape[:-1]; this also keeps
-// empty shapes such as [2, 0] away from the core's stride check).
-at::Tensor flat_rstd(const at::Tensor& rstd) { return rstd.contiguous().view({-1}); }
-
-// dw: [H] in the weight's dtype, or an empty [0] tensor without a weight.
-at::Tensor empty_weight_grad(const std::optional<at::Tensor>& weight, const at::Tensor& x) {
-  return weight.has_value() ? at::empty(weight->sizes(), weight->options())
-                            : at::empty({0}, x.options());
-}
-
 // tigon::rms_norm_bwd writing dx into `dx` (dy itself for the in-place op); returns dw.
 at::Tensor run_backward(const char* op, const RmsNormParams& params, const at::Tensor& dy,
                         const at::Tensor& x_arg, const std::optional<at::Tensor>& weight_arg,
                         const at::Tensor& rstd_arg, const at::Tensor& dx, Stream stream) {
   return translate_errors([&] {
     const at::Tensor x = with_row_layout(x_arg);
-    const at::Tensor rstd = flat_rstd(rstd_arg);
-    const std::optional<at::Tensor> weight = contiguous_weight(weight_arg);
+    const at::Tensor rstd = flat(rstd_arg);
+    const std::optional<at::Tensor> weight = contiguous_parameter(weight_arg);
     const TensorView xv = to_view(x, op, "x");
     const TensorView wv = to_view(weight, op, "weight");
     const TensorView dyv = to_view(dy, op, "dy");
     const TensorView rstdv = to_view(rstd, op, "rstd");
     const TensorView dxv = to_view(dx, op, "dx");
-    at::Tensor dw = empty_weight_grad(weight, x);
+    at::Tensor dw = empty_parameter_grad(weight, x);
     const at::Tensor workspace = empty_bytes(rms_norm_bwd_workspace_size(params, xv, wv), x);
     tigon::rms_norm_bwd(params, dyv, xv, wv, rstdv, dxv,
                         weight ? to_view(dw, op, "dw") : TensorView{}, to_workspace(workspace),
@@ -81,20 +48,18 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_fwd(const at::Tensor& x_arg,
                                                 double eps, double offset,
                                                 std::string_view casting_mode, bool /*in_place*/) {
   const CudaContext context(x_arg);
-  const RmsNormParams params = make_params(eps, offset, casting_mode, kFwd);
+  const RmsNormParams params = rms_norm_params(eps, offset, casting_mode, kFwd);
   return translate_errors([&] {
     const at::Tensor x = with_row_layout(x_arg);
-    const std::optional<at::Tensor> weight = contiguous_weight(weight_arg);
+    const std::optional<at::Tensor> weight = contiguous_parameter(weight_arg);
     const TensorView xv = to_view(x, kFwd, "x");
     const TensorView wv = to_view(weight, kFwd, "weight");
     const DType y_dtype = rms_norm_output_dtype(params, xv.dtype, wv.dtype, wv.defined());
     at::Tensor y = at::empty(x.sizes(), x.options().dtype(to_scalar_type(y_dtype)));
-    at::Tensor rstd =
-        at::empty(x.sizes().slice(0, x.dim() > 0 ? x.dim() - 1 : 0), x.options().dtype(at::kFloat));
+    at::Tensor rstd = empty_row_statistic(x);
     const at::Tensor workspace = empty_bytes(rms_norm_fwd_workspace_size(params, xv, wv), x);
-    tigon::rms_norm_fwd(params, xv, wv, to_view(y, kFwd, "y"),
-                        to_view(flat_rstd(rstd), kFwd, "rstd"), to_workspace(workspace),
-                        context.stream);
+    tigon::rms_norm_fwd(params, xv, wv, to_view(y, kFwd, "y"), to_view(flat(rstd), kFwd, "rstd"),
+                        to_workspace(workspace), context.stream);
     return std::make_tuple(std::move(y), std::move(rstd));
   });
 }
@@ -104,7 +69,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_bwd(const at::Tensor& dy, const at::
                                                 const at::Tensor& rstd, double offset,
                                                 std::string_view casting_mode) {
   const CudaContext context(x);
-  const RmsNormParams params = make_params(0.0, offset, casting_mode, kBwd);
+  const RmsNormParams params = rms_norm_params(0.0, offset, casting_mode, kBwd);
   at::Tensor dx = at::empty(x.sizes(), x.options());
   at::Tensor dw =
       run_backward(kBwd, params, with_row_layout(dy), x, weight, rstd, dx, context.stream);
@@ -116,7 +81,7 @@ at::Tensor rms_norm_bwd_inplace(const at::Tensor& dy, const at::Tensor& x,
                                 const std::optional<at::Tensor>& weight, const at::Tensor& rstd,
                                 double offset, std::string_view casting_mode) {
   const CudaContext context(x);
-  const RmsNormParams params = make_params(0.0, offset, casting_mode, kBwdInplace);
+  const RmsNormParams params = rms_norm_params(0.0, offset, casting_mode, kBwdInplace);
   // dx is written into dy: dy needs x's dtype and a layout the core can address without a copy.
   const TensorView dyv = translate_errors([&] { return to_view(dy, kBwdInplace, "dy"); });
   const TensorView xv = translate_errors([&] { return to_view(x, kBwdInplace, "x"); });

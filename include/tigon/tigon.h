@@ -6,6 +6,8 @@
 #include "tigon/error.h"
 #include "tigon/ops/cross_entropy.h"
 #include "tigon/ops/divergence.h"
+#include "tigon/ops/dyt.h"
+#include "tigon/ops/fused_add_rms_norm.h"
 #include "tigon/ops/fused_linear_cross_entropy.h"
 #include "tigon/ops/glu.h"
 #include "tigon/ops/layer_norm.h"

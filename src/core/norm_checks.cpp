@@ -7,10 +7,30 @@
 namespace tigon::detail {
 
 void check_same_shape(std::string_view op, std::string_view arg, const TensorView& t,
-                      const TensorView& ref) {
+                      const TensorView& ref, std::string_view ref_name) {
   bool same = t.ndim == ref.ndim;
   for (int d = 0; same && d < t.ndim; ++d) same = t.sizes[d] == ref.sizes[d];
-  TIGON_CHECK_ARG(same, op, arg, "shape " + shape_string(ref) + " (x's shape)", shape_string(t));
+  TIGON_CHECK_ARG(same, op, arg,
+                  "shape " + shape_string(ref) + " (" + std::string(ref_name) + "'s shape)",
+                  shape_string(t));
+}
+
+RowLayout checked_norm_input(std::string_view op, const TensorView& x, std::string_view x_name) {
+  check_floating(op, x_name, x.dtype);
+  const RowLayout layout = row_layout(op, x_name, x);
+  TIGON_CHECK_ARG(layout.hidden > 0, op, x_name, "a last dimension (hidden size) >= 1",
+                  shape_string(x));
+  check_backend(op, x_name, x.device);
+  return layout;
+}
+
+RowLayout checked_like(std::string_view op, std::string_view arg, const TensorView& t,
+                       const TensorView& ref, DType dtype, std::string_view ref_name) {
+  const std::string whose = std::string(ref_name) + "'s";
+  check_device(op, arg, t, ref.device, whose + " device");
+  check_dtype(op, arg, t.dtype, dtype, dtype == ref.dtype ? " (" + whose + " dtype)" : "");
+  check_same_shape(op, arg, t, ref, ref_name);
+  return row_layout(op, arg, t);
 }
 
 void check_hidden_vector(std::string_view op, std::string_view arg, const TensorView& t,

@@ -5,13 +5,24 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/check.h"
 #include "tigon/tensor.h"
 
 namespace tigon::detail {
 
-// t has ref's shape (`ref` is x in every message).
+// x, the tensor a norm normalizes: floating, [..., H] with H >= 1, row-addressable, on a device
+// this build can run. `x_name` names it in the messages.
+RowLayout checked_norm_input(std::string_view op, const TensorView& x,
+                             std::string_view x_name = "x");
+
+// t is on ref's device, of `dtype`, of ref's shape and row-addressable (y, dy, dx, residual...);
+// `ref_name` names ref in the messages.
+RowLayout checked_like(std::string_view op, std::string_view arg, const TensorView& t,
+                       const TensorView& ref, DType dtype, std::string_view ref_name = "x");
+
+// t has ref's shape; `ref_name` names ref in the message.
 void check_same_shape(std::string_view op, std::string_view arg, const TensorView& t,
-                      const TensorView& ref);
+                      const TensorView& ref, std::string_view ref_name = "x");
 
 // t is [hidden], contiguous, on `device` (x's), non-null when hidden > 0. The dtype is the
 // caller's check.

@@ -2,6 +2,8 @@
 // rejects CUDA tensors first (kBackendUnavailable); these bodies are the last line of defence.
 #include "ops/cross_entropy_args.h"
 #include "ops/divergence_args.h"
+#include "ops/dyt_args.h"
+#include "ops/fused_add_rms_norm_args.h"
 #include "ops/fused_linear_cross_entropy_args.h"
 #include "ops/glu_args.h"
 #include "ops/layer_norm_args.h"
@@ -26,6 +28,14 @@ std::size_t layer_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, boo
   unavailable();
 }
 void layer_norm_fwd(const detail::LayerNormFwdArgs&, int, void*) { unavailable(); }
+std::size_t fused_add_rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, bool, int) {
+  unavailable();
+}
+void fused_add_rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavailable(); }
+std::size_t dyt_bwd_workspace_size(std::int64_t, std::int64_t, bool, int) { unavailable(); }
+void dyt_fwd(const detail::DytFwdArgs&, int, void*) { unavailable(); }
+void dyt_bwd(const detail::DytBwdArgs&, int, void*) { unavailable(); }
+void fused_add_rms_norm_bwd(const detail::RmsNormBwdArgs&, int, void*) { unavailable(); }
 void layer_norm_bwd(const detail::LayerNormBwdArgs&, int, void*) { unavailable(); }
 void glu_fwd(const detail::GluFwdArgs&, int, void*) { unavailable(); }
 void glu_bwd(const detail::GluBwdArgs&, int, void*) { unavailable(); }

@@ -39,39 +39,21 @@ void check_parameter(const char* op, const char* arg, const TensorView& t, const
   detail::check_hidden_vector(op, arg, t, x.device, hidden);
 }
 
-// A tensor of x's shape and dtype on x's device.
-detail::RowLayout checked_like_x(const char* op, const char* arg, const TensorView& t,
-                                 const TensorView& x) {
-  detail::check_device(op, arg, t, x.device, "x's device");
-  check_dtype(op, arg, t.dtype, x.dtype, " (x's dtype)");
-  detail::check_same_shape(op, arg, t, x);
-  return detail::row_layout(op, arg, t);
-}
-
-detail::RowLayout checked_x(const char* op, const TensorView& x) {
-  check_floating(op, "x", x.dtype);
-  const detail::RowLayout layout = detail::row_layout(op, "x", x);
-  TIGON_CHECK_ARG(layout.hidden > 0, op, "x", "a last dimension (hidden size) >= 1",
-                  detail::shape_string(x));
-  detail::check_backend(op, "x", x.device);
-  return layout;
-}
-
 }  // namespace
 
 std::size_t layer_norm_fwd_workspace_size(const LayerNormParams&, const TensorView& x) {
-  checked_x("layer_norm_fwd_workspace_size", x);
+  detail::checked_norm_input("layer_norm_fwd_workspace_size", x);
   return 0;
 }
 
 void layer_norm_fwd(const LayerNormParams& params, const TensorView& x, const TensorView& weight,
                     const TensorView& bias, const TensorView& y, const TensorView& mean,
                     const TensorView& rstd, Workspace workspace, Stream stream) {
-  const detail::RowLayout xl = checked_x(kFwd, x);
+  const detail::RowLayout xl = detail::checked_norm_input(kFwd, x);
   check_params(kFwd, params);
   check_parameter(kFwd, "weight", weight, x, xl.hidden);
   check_parameter(kFwd, "bias", bias, x, xl.hidden);
-  const detail::RowLayout yl = checked_like_x(kFwd, "y", y, x);
+  const detail::RowLayout yl = detail::checked_like(kFwd, "y", y, x, x.dtype);
   detail::check_row_statistic(kFwd, "mean", mean, x.device, xl.rows);
   detail::check_row_statistic(kFwd, "rstd", rstd, x.device, xl.rows);
   detail::check_workspace(kFwd, workspace, layer_norm_fwd_workspace_size(params, x),
@@ -104,7 +86,7 @@ void layer_norm_fwd(const LayerNormParams& params, const TensorView& x, const Te
 
 std::size_t layer_norm_bwd_workspace_size(const LayerNormParams&, const TensorView& x,
                                           bool wants_dw, bool wants_db) {
-  const detail::RowLayout xl = checked_x("layer_norm_bwd_workspace_size", x);
+  const detail::RowLayout xl = detail::checked_norm_input("layer_norm_bwd_workspace_size", x);
   if (x.device.type == DeviceType::kCUDA) {
     return cuda::layer_norm_bwd_workspace_size(xl.rows, xl.hidden, x.dtype, wants_dw, wants_db,
                                                x.device.index);
@@ -116,11 +98,11 @@ void layer_norm_bwd(const LayerNormParams& params, const TensorView& dy, const T
                     const TensorView& weight, const TensorView& mean, const TensorView& rstd,
                     const TensorView& dx, const TensorView& dw, const TensorView& db,
                     Workspace workspace, Stream stream) {
-  const detail::RowLayout xl = checked_x(kBwd, x);
+  const detail::RowLayout xl = detail::checked_norm_input(kBwd, x);
   check_params(kBwd, params);
   check_parameter(kBwd, "weight", weight, x, xl.hidden);
-  const detail::RowLayout dyl = checked_like_x(kBwd, "dy", dy, x);
-  const detail::RowLayout dxl = checked_like_x(kBwd, "dx", dx, x);
+  const detail::RowLayout dyl = detail::checked_like(kBwd, "dy", dy, x, x.dtype);
+  const detail::RowLayout dxl = detail::checked_like(kBwd, "dx", dx, x, x.dtype);
   if (dx.data == dy.data && xl.rows > 0) {
     TIGON_CHECK_ARG(dxl.row_stride == dyl.row_stride, kBwd, "dx",
                     "the same row stride as dy when writing dx in place into dy",

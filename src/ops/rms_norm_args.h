@@ -22,6 +22,12 @@ struct RmsNormFwdArgs {
   std::int64_t y_row_stride = 0;
   DType y_dtype = DType::kFloat32;
   float* rstd = nullptr;
+  // fused_add_rms_norm: the row normalized is h = x + residual (math/residual_add.h), stored to
+  // h. Null for plain RMSNorm.
+  const void* residual = nullptr;
+  std::int64_t residual_row_stride = 0;
+  void* h = nullptr;
+  std::int64_t h_row_stride = 0;
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 };
@@ -42,6 +48,10 @@ struct RmsNormBwdArgs {
   void* dx = nullptr;  // may equal dy (same layout)
   std::int64_t dx_row_stride = 0;
   void* dw = nullptr;  // [hidden] in weight_dtype; null without a weight
+  // fused_add_rms_norm: x is h, and dx = dh + the norm's dx (math/residual_add.h); dx may equal
+  // dh (same layout). Null for plain RMSNorm.
+  const void* dh = nullptr;
+  std::int64_t dh_row_stride = 0;
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 };

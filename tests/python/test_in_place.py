@@ -1,7 +1,7 @@
 """The in-place rule (docs/ARCHITECTURE.md): an op writes into a buffer it did not allocate (an
 incoming gradient, a saved input) only when nothing else can observe it.
 
-Every op with an in-place path (RMSNorm, LayerNorm, RoPE, SwiGLU, GeGLU, packed GLU, the GLU +
+Every op with an in-place path (RMSNorm, fused add + RMSNorm, LayerNorm, RoPE, SwiGLU, GeGLU, packed GLU, the GLU +
 down_proj forms), with in_place=True, in the patterns where autograd shares a gradient or a user keeps one:
 results bitwise equal to in_place=False and nothing the caller holds is changed. And the positive
 side: the in-place path is taken when nothing else holds the buffer (the memory saving is kept).
@@ -32,13 +32,17 @@ class Case:
     ``make(device)``: the leaves (tensors, some requiring grad, or an nn.Linear). ``op(args,
     in_place)``: the outputs. The first ``saved`` args are inputs the backward may overwrite: they
     pass through ``* 1`` first (fresh buffers, like the projections feeding a GLU); the other ops
-    may overwrite their incoming gradients instead.
+    may overwrite their incoming gradients instead: that of output ``grad_of``, which becomes
+    the gradient of the first ``grad_leaves`` leaves (fused add + RMSNorm: dh becomes the one
+    gradient of x and residual).
     """
 
     name: str
     make: Callable[[str], list[Any]]
     op: Callable[[list[Any], bool], tuple[torch.Tensor, ...]]
     saved: int = 0
+    grad_of: int = 0
+    grad_leaves: int = 1
 
 
 def _leaf(*shape: int, device: str) -> torch.Tensor:
@@ -73,6 +77,10 @@ def _packed_down_proj_make(device: str) -> list[Any]:
     return [*_packed_make(device), nn.Linear(HIDDEN, OUT, device=device)]
 
 
+def _fused_add_rms_norm_make(device: str) -> list[Any]:
+    return [*_pair_make(device), _rms_norm_make(device)[1]]
+
+
 def _layer_norm_make(device: str) -> list[Any]:
     weight = (1 + 0.1 * torch.randn(HIDDEN, device=device)).requires_grad_()
     bias = (0.1 * torch.randn(HIDDEN, device=device)).requires_grad_()
@@ -89,6 +97,13 @@ CASES = [
         "rms_norm",
         _rms_norm_make,
         lambda a, ip: (tigon.ops.rms_norm(a[0], a[1], 1e-6, in_place=ip),),
+    ),
+    Case(
+        "fused_add_rms_norm",
+        _fused_add_rms_norm_make,
+        lambda a, ip: tigon.ops.fused_add_rms_norm(a[0], a[1], a[2], 1e-6, in_place=ip),
+        grad_of=1,
+        grad_leaves=2,
     ),
     Case("rope", _rope_make, lambda a, ip: tigon.ops.rope(*a, in_place=ip)),
     Case("swiglu", _pair_make, lambda a, ip: (tigon.ops.swiglu(*a, in_place=ip),), saved=2),
@@ -122,8 +137,8 @@ def _ids(cases: list[Case]) -> list[str]:
     return [c.name for c in cases]
 
 
-#: Ops without CUDA kernels yet (LayerNorm: issue 36): their CUDA cases are skipped.
-CPU_ONLY = {"layer_norm"}
+#: Ops without CUDA kernels yet (issue 36): their CUDA cases are skipped.
+CPU_ONLY = {"layer_norm", "fused_add_rms_norm"}
 
 
 @pytest.fixture(autouse=True)
@@ -384,9 +399,11 @@ def test_unshared_incoming_gradient_is_reused(case: Case, device: str) -> None:
         leaves = case.make(device)
         outs = _run(case, leaves, in_place)
         seen: list[int] = []
-        outs[0].register_hook(lambda g: seen.append(g.data_ptr()))  # the pointer only
+        outs[case.grad_of].register_hook(lambda g: seen.append(g.data_ptr()))  # the pointer only
         torch.autograd.backward([o * 1 for o in outs], _like(outs))
-        assert (leaves[0].grad.data_ptr() == seen[0]) == in_place
+        # Two leaves sharing one gradient: one AccumulateGrad adopts it, the other copies it.
+        grads = {leaf.grad.data_ptr() for leaf in leaves[: case.grad_leaves]}
+        assert (seen[0] in grads) == in_place
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -587,9 +604,16 @@ def test_in_place_ops_bump_versions(device: str) -> None:
         ),
         (lambda: ops.cross_entropy_scale_grad_(grad, torch.ones((), device=device)), [grad]),
     ]
-    if device == "cpu":  # LayerNorm has no CUDA kernels yet (CPU_ONLY)
+    if device == "cpu":  # no CUDA kernels yet (CPU_ONLY)
         _, mean, ln_rstd = ops.layer_norm_fwd(x, None, None, 1e-5)
         calls.append((lambda: ops.layer_norm_bwd_inplace(dy, x, None, None, mean, ln_rstd), [dy]))
+        dh = t(4, 8)
+        calls.append(
+            (
+                lambda: ops.fused_add_rms_norm_bwd_inplace(dh, dy, x, None, rstd, 0.0, "llama"),
+                [dh],
+            )
+        )
     for call, written in calls:
         before = [w._version for w in written]
         call()

@@ -47,6 +47,10 @@ def test_public_api() -> None:
         assert callable(getattr(tigon.ops, name))
     for module in (tigon.nn.KLDivLoss, tigon.nn.JSD, tigon.nn.TVDLoss):
         assert issubclass(module, torch.nn.Module)
+    assert callable(tigon.ops.fused_add_rms_norm)
+    assert issubclass(tigon.nn.FusedAddRMSNorm, torch.nn.Module)
+    assert callable(tigon.ops.dyt)
+    assert issubclass(tigon.nn.DyT, torch.nn.Module)
     for name in (
         "rms_norm_fwd",
         "rms_norm_bwd",
@@ -60,6 +64,11 @@ def test_public_api() -> None:
         "jsd_bwd",
         "tvd_fwd",
         "tvd_bwd",
+        "fused_add_rms_norm_fwd",
+        "fused_add_rms_norm_bwd",
+        "fused_add_rms_norm_bwd_inplace",
+        "dyt_fwd",
+        "dyt_bwd",
     ):
         assert hasattr(torch.ops.tigon, name)
 

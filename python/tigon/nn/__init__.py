@@ -4,6 +4,8 @@
 from tigon.nn import functional
 from tigon.nn.cross_entropy import CrossEntropyLoss
 from tigon.nn.divergence import JSD, KLDivLoss, TVDLoss
+from tigon.nn.dyt import DyT
+from tigon.nn.fused_add_rms_norm import FusedAddRMSNorm
 from tigon.nn.fused_linear_cross_entropy import FusedLinearCrossEntropyLoss
 from tigon.nn.glu import (
     GLUMLP,
@@ -22,6 +24,8 @@ from tigon.nn.rms_norm import RMSNorm
 __all__ = [
     "GLUMLP",
     "CrossEntropyLoss",
+    "DyT",
+    "FusedAddRMSNorm",
     "FusedLinearCrossEntropyLoss",
     "GeGLUMLP",
     "JSD",

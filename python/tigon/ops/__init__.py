@@ -2,6 +2,8 @@
 
 from tigon.ops.cross_entropy import REDUCTIONS, CrossEntropyOutput, cross_entropy
 from tigon.ops.divergence import DIVERGENCE_REDUCTIONS, jsd, kl_div, tvd
+from tigon.ops.dyt import dyt
+from tigon.ops.fused_add_rms_norm import fused_add_rms_norm
 from tigon.ops.fused_linear_cross_entropy import fused_linear_cross_entropy
 from tigon.ops.glu import geglu, geglu_packed, glu, glu_packed, swiglu, swiglu_packed
 from tigon.ops.layer_norm import layer_norm
@@ -15,6 +17,8 @@ __all__ = [
     "CrossEntropyOutput",
     "apply_rotary_pos_emb",
     "cross_entropy",
+    "dyt",
+    "fused_add_rms_norm",
     "fused_linear_cross_entropy",
     "geglu",
     "geglu_packed",
