@@ -45,6 +45,16 @@ _EXTRA: dict[str, dict[str, Any]] = {
     # (the MLP's output dropout has its own test in test_transformers_kernels.py).
     "seed_oss": {"residual_dropout": 0.0, "attention_dropout": 0.0},
     "lfm2": {"layer_types": ["conv", "full_attention"]},  # one short-conv layer, one attention
+    # Hybrid layers (attention + Mamba2 mixer, HF's torch path on the CPU) with small Mamba dims,
+    # and non-trivial MLP / lm_head multipliers (the patched MLP and fused loss apply them).
+    "falcon_h1": {
+        "mamba_d_ssm": 64,
+        "mamba_n_heads": 4,
+        "mamba_d_state": 16,
+        "mamba_chunk_size": 16,
+        "mlp_multipliers": [0.7, 1.3],
+        "lm_head_multiplier": 0.6,
+    },
 }
 
 

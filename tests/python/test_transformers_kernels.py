@@ -22,7 +22,11 @@ transformers = pytest.importorskip("transformers")
 
 GLU = {f: ("geglu" if f.startswith("gemma") else "swiglu") for f in FAMILIES}
 #: The first layer's MLP module where it isn't ``model.layers.0.mlp``.
-MLP_NAMES = {"mixtral": "model.layers.0.mlp.experts", "lfm2": "model.layers.0.feed_forward"}
+MLP_NAMES = {
+    "mixtral": "model.layers.0.mlp.experts",
+    "lfm2": "model.layers.0.feed_forward",
+    "falcon_h1": "model.layers.0.feed_forward",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -143,7 +147,7 @@ def test_instance_cross_entropy() -> None:
     _assert_matches(ref, model, fused=False)
 
 
-@pytest.mark.parametrize("family", ["llama", "gemma3_text", "granite", "mixtral"])
+@pytest.mark.parametrize("family", ["llama", "gemma3_text", "granite", "mixtral", "falcon_h1"])
 def test_fused_loss_trainer_kwargs(family: str) -> None:
     """num_items_in_batch (HF Trainer's gradient accumulation), shift_labels, ignore_index."""
     hf = build_model(family)
@@ -242,6 +246,44 @@ def test_mlp_output_dropout_is_kept() -> None:
         got = mlp(x)
         torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
         assert (got == 0).float().mean() > 0.1 if training else not (got == 0).any()
+
+
+@pytest.mark.parametrize("fuse_down_proj", [True, False])
+def test_falcon_h1_mlp_multipliers_match_hf(fuse_down_proj: bool) -> None:
+    """FalconH1MLP: ``up(x) * silu(gate(x) * gm)``, then ``down(y) * dm``. tigon's MLP (gate
+    multiplier in the op, down multiplier on down_proj's output) gives HF's output, input gradient
+    and weight gradients bit for bit in bf16 (CPU), with and without the down_proj recompute."""
+    hf = build_model("falcon_h1", mlp_multipliers=[0.8838834764831844, 0.5859375])
+    ours = build_model(
+        "falcon_h1",
+        tigon="instance",
+        kernels=only("falcon_h1", "swiglu"),
+        mlp_multipliers=[0.8838834764831844, 0.5859375],
+    )
+    mlp_ref = hf.model.layers[0].feed_forward.to(torch.bfloat16)
+    mlp = ours.model.layers[0].feed_forward.to(torch.bfloat16)
+    assert isinstance(mlp, tm.TigonGLU) and (mlp.gate_multiplier, mlp.down_multiplier) == (
+        0.8838834764831844,
+        0.5859375,
+    )
+    mlp.tigon_fuse_down_proj = fuse_down_proj
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(4, 16, 64, generator=gen) * 2).to(torch.bfloat16)
+    dy = torch.randn(4, 16, 64, generator=gen).to(torch.bfloat16)
+    results = []
+    for module in (mlp_ref, mlp):
+        module.zero_grad(set_to_none=True)
+        xi = x.clone().requires_grad_()
+        y = module(xi)
+        y.backward(dy)
+        grads = {n: p.grad for n, p in module.named_parameters()}
+        results.append((y.detach(), xi.grad, grads))
+    (y_ref, dx_ref, g_ref), (y, dx, g) = results
+    assert torch.equal(y, y_ref)
+    assert torch.equal(dx, dx_ref)
+    assert g.keys() == g_ref.keys()
+    for name in g_ref:
+        assert torch.equal(g[name], g_ref[name]), name
 
 
 def test_changed_mlp_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

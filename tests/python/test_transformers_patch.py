@@ -53,6 +53,7 @@ EXPECTED = {
     "glm4": "tigon.nn.RMSNorm(llama)",
     "apertus": "tigon.nn.RMSNorm(llama)",
     "lfm2": "tigon.nn.RMSNorm(llama)",
+    "falcon_h1": "tigon.nn.RMSNorm(llama)",
 }
 
 #: The final norm and a layer's second norm, by the names most families use ...
@@ -61,6 +62,7 @@ LLAMA_NORMS = ["model.norm", "model.layers.1.post_attention_layernorm"]
 BASE_NORMS = {
     "apertus": ["model.norm", "model.layers.1.feedforward_layernorm"],
     "lfm2": ["model.embedding_norm", "model.layers.1.ffn_norm"],
+    "falcon_h1": ["model.final_layernorm", "model.layers.1.pre_ff_layernorm"],
 }
 
 #: Norms each tiny (2-layer) model must have, beyond input/post-attention/final ones.

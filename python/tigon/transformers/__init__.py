@@ -56,6 +56,7 @@ apply_tigon_kernel_to_ernie4_5: ApplyFn = make_apply_fn("ernie4_5")
 apply_tigon_kernel_to_glm4: ApplyFn = make_apply_fn("glm4")
 apply_tigon_kernel_to_lfm2: ApplyFn = make_apply_fn("lfm2")
 apply_tigon_kernel_to_apertus: ApplyFn = make_apply_fn("apertus")
+apply_tigon_kernel_to_falcon_h1: ApplyFn = make_apply_fn("falcon_h1")
 
 #: HF model_type -> its apply function.
 MODEL_TYPE_TO_APPLY_FN: dict[str, ApplyFn] = {
@@ -78,6 +79,7 @@ __all__ = [
     "apply_tigon_kernel_to_apertus",
     "apply_tigon_kernel_to_ernie4_5",
     "apply_tigon_kernel_to_exaone4",
+    "apply_tigon_kernel_to_falcon_h1",
     "apply_tigon_kernel_to_gemma",
     "apply_tigon_kernel_to_gemma2",
     "apply_tigon_kernel_to_gemma3_text",

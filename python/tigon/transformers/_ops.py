@@ -29,14 +29,17 @@ def require(*names: str) -> None:
         _op(name)
 
 
-def glu(kind: str, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """``act(gate) * up`` with ``kind`` ``"swiglu"`` (silu) or ``"geglu"`` (tanh GELU).
+def glu(
+    kind: str, gate: torch.Tensor, up: torch.Tensor, gate_multiplier: float = 1.0
+) -> torch.Tensor:
+    """``act(gate) * up`` with ``kind`` ``"swiglu"`` (silu) or ``"geglu"`` (tanh GELU);
+    ``act(gate * gate_multiplier) * up`` with a multiplier (Falcon-H1).
 
     ``in_place``: the backward may write the gradients into gate's and up's buffers; it does when
     nothing else can observe them (checked at run time), as for fresh projection outputs (a
     Linear's backward needs its input, not its output).
     """
-    return _op(kind)(gate, up, in_place=True)
+    return _op(kind)(gate, up, in_place=True, gate_multiplier=gate_multiplier)
 
 
 def glu_packed(kind: str, gate_up: torch.Tensor) -> torch.Tensor:
@@ -44,10 +47,15 @@ def glu_packed(kind: str, gate_up: torch.Tensor) -> torch.Tensor:
     return _op(f"{kind}_packed")(gate_up, in_place=True)
 
 
-def glu_down_proj(kind: str, gate: torch.Tensor, up: torch.Tensor, down_proj: Any) -> torch.Tensor:
-    """``down_proj(glu(kind, gate, up))`` whose backward recomputes the product instead of
-    saving it (``tigon.nn.glu_down_proj``; the plain path for a wrapped or hooked down_proj)."""
-    return tigon.nn.glu_down_proj(kind, gate, up, down_proj, in_place=True)
+def glu_down_proj(
+    kind: str, gate: torch.Tensor, up: torch.Tensor, down_proj: Any, gate_multiplier: float = 1.0
+) -> torch.Tensor:
+    """``down_proj(glu(kind, gate, up, gate_multiplier))`` whose backward recomputes the product
+    instead of saving it (``tigon.nn.glu_down_proj``; the plain path for a wrapped or hooked
+    down_proj)."""
+    return tigon.nn.glu_down_proj(
+        kind, gate, up, down_proj, in_place=True, gate_multiplier=gate_multiplier
+    )
 
 
 def glu_packed_down_proj(kind: str, gate_up: torch.Tensor, down_proj: Any) -> torch.Tensor:

@@ -72,6 +72,9 @@ class MlpSpec:
     dropout_attr: str | None = None
     #: The ``"split"`` layout's gate, up and down projections (LFM2: ``w1``, ``w3``, ``w2``).
     proj: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")
+    #: Attributes of the MLP module holding Falcon-H1's ``(gate_multiplier, down_multiplier)``
+    #: (``up(x) * act(gate(x) * gm)``, then ``down(...) * dm``), or None.
+    multipliers: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,9 @@ class LossSpec:
     softcap_attr: str | None = None
     #: Config attribute the logits are divided by (Granite's ``logits_scaling``).
     logit_divisor_attr: str | None = None
+    #: Attribute path on the causal-LM module the logits are multiplied by (Falcon-H1's
+    #: ``self.model.lm_head_multiplier``, copied from the config at construction).
+    logit_multiplier_attr: str | None = None
     #: Mixtral: the forward takes ``output_router_logits`` and adds the router's aux loss.
     router_aux_loss: bool = False
 
@@ -279,6 +285,17 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
                     {"Glm4RMSNorm": _llama(
                         "llama casting; post-self-attention/post-MLP norms feed the residual sum")},
                     mlp=_swiglu("Glm4MLP", "fused"), rope=_INTERLEAVED_ROPE),
+            _family("falcon_h1", f"{_M}.falcon_h1.modeling_falcon_h1", "FalconH1ForCausalLM",
+                    {"FalconH1RMSNorm": _llama(
+                        "llama casting; input/pre-FF norms, final norm (the Mamba mixer's "
+                        "FalconH1RMSNormGated stays HF's)")},
+                    mlp=MlpSpec("FalconH1MLP", "swiglu", "split",
+                                multipliers=("gate_multiplier", "down_multiplier")),
+                    rope=_rope("FalconH1Attention"),
+                    loss=LossSpec(logit_multiplier_attr="model.lm_head_multiplier"),
+                    probe_config={"mamba_d_ssm": 32, "mamba_n_heads": 2, "mamba_d_state": 8,
+                                  "mamba_chunk_size": 8, "mlp_multipliers": [0.7, 1.3],
+                                  "lm_head_multiplier": 0.3}),
         )
     }
 )  # fmt: skip

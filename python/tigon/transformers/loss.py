@@ -10,10 +10,11 @@
   ``shift_labels``) it runs the base model and computes the loss straight from the hidden states
   with ``tigon.ops.fused_linear_cross_entropy`` (the ``[tokens, vocab]`` logits never exist;
   Gemma2/3's ``final_logit_softcapping`` goes in as ``softcap``, Granite's ``logits_scaling``
-  divides the hidden states), and returns ``logits=None``. In eval mode or without labels it is
-  HF's forward, unchanged (logits, generation). ``model(..., return_token_accuracy=True)`` in
-  training also returns the token accuracy (the training loop's accuracy metric, which has no
-  logits here) as ``output.token_accuracy``, as Liger-Kernel's patched forwards do.
+  divides the hidden states, Falcon-H1's ``lm_head_multiplier`` multiplies them), and returns
+  ``logits=None``. In eval mode or without labels it is HF's forward, unchanged (logits,
+  generation). ``model(..., return_token_accuracy=True)`` in training also returns the token
+  accuracy (the training loop's accuracy metric, which has no logits here) as
+  ``output.token_accuracy``, as Liger-Kernel's patched forwards do.
 
 model=None replaces ``<CausalLM>.forward`` / sets ``<CausalLM>._loss_function`` on HF's class
 itself (process-wide, also for models built before; undone by ``revert_patches``). model=...
@@ -26,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import operator
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -135,6 +137,10 @@ def fused_causal_lm_loss(
         divisor = getattr(config, spec.logit_divisor_attr)
         if divisor != 1:
             hidden = hidden / divisor  # (h @ W.T) / s == (h / s) @ W.T
+    if spec.logit_multiplier_attr is not None:
+        multiplier = operator.attrgetter(spec.logit_multiplier_attr)(model)
+        if multiplier != 1:
+            hidden = hidden * multiplier  # (h @ W.T) * m == (h * m) @ W.T
     softcap = getattr(config, spec.softcap_attr, None) if spec.softcap_attr else None
     head = model.lm_head
     reduction = "sum" if num_items_in_batch is not None else "mean"

@@ -9,6 +9,9 @@ instance turns that off).
 Mixtral's experts (transformers 5.x stores them as 3-D Parameters in one ``MixtralExperts``
 module) get the op inside every experts implementation (eager loop, ``grouped_mm``,
 ``batched_mm``: they all call ``_apply_gate``).
+Falcon-H1's ``up(x) * act(gate(x) * gate_multiplier)`` passes the gate multiplier to the op (which
+rounds ``gate * gm`` to the activation dtype as HF's product does; ``up * h`` and ``h * up`` are the
+same IEEE product), and multiplies down_proj's output by the down multiplier, as HF does.
 """
 
 from __future__ import annotations
@@ -68,10 +71,17 @@ def _check_activation(module: nn.Module, spec: MlpSpec, family: str) -> None:
 def _split_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     spec = self.tigon_spec
     gate_proj, up_proj, down_proj = (getattr(self, name) for name in spec.proj)
+    gm, dm = (
+        (1.0, 1.0) if spec.multipliers is None else (getattr(self, a) for a in spec.multipliers)
+    )
     gate, up = gate_proj(x), up_proj(x)
     if self.tigon_fuse_down_proj:
-        return _output_dropout(self, _ops.glu_down_proj(spec.kind, gate, up, down_proj))
-    return _output_dropout(self, down_proj(_ops.glu(spec.kind, gate, up)))
+        out = _ops.glu_down_proj(spec.kind, gate, up, down_proj, gm)
+    else:
+        out = down_proj(_ops.glu(spec.kind, gate, up, gm))
+    if dm != 1.0:  # Falcon-H1: ``down_proj(y) * down_multiplier`` on the Linear's output
+        out = out * dm
+    return _output_dropout(self, out)
 
 
 def _output_dropout(self: Any, out: torch.Tensor) -> torch.Tensor:

@@ -277,7 +277,7 @@ def _kernels_doc(spec: FamilySpec) -> str:
     if spec.mlp is not None:
         lines.append(
             f"        {spec.mlp.kind}: ``{spec.mlp.cls}`` -> tigon.ops.{spec.mlp.kind} "
-            f"({spec.mlp.layout} layout)."
+            f"({spec.mlp.layout} layout{', gate/down multipliers' if spec.mlp.multipliers else ''})."
         )
     lines.append(
         "        cross_entropy: HF's loss_function -> tigon.ops.cross_entropy (default False)."
