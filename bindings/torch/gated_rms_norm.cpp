@@ -1,0 +1,89 @@
+// Gated RMSNorm operators: schemas and kernels (one per op for every device, cuda_context.h).
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "convert.h"
+#include "cuda_context.h"
+#include "norm_buffers.h"
+#include "tigon/ops/gated_rms_norm.h"
+
+namespace tigon::torch_binding {
+namespace {
+
+constexpr const char* kFwd = "gated_rms_norm_fwd";
+constexpr const char* kBwd = "gated_rms_norm_bwd";
+
+std::tuple<at::Tensor, at::Tensor> gated_rms_norm_fwd(const at::Tensor& x_arg,
+                                                      const at::Tensor& gate_arg,
+                                                      const at::Tensor& weight, double eps) {
+  const CudaContext context(x_arg);
+  GatedRmsNormParams params;
+  params.eps = static_cast<float>(eps);
+  return translate_errors([&] {
+    const at::Tensor x = with_row_layout(x_arg);
+    const at::Tensor gate = with_row_layout(gate_arg);
+    at::Tensor y = at::empty(x.sizes(), x.options());
+    at::Tensor rstd = empty_row_statistic(x);
+    tigon::gated_rms_norm_fwd(params, to_view(x, kFwd, "x"), to_view(gate, kFwd, "gate"),
+                              to_view(weight.contiguous(), kFwd, "weight"), to_view(y, kFwd, "y"),
+                              to_view(flat(rstd), kFwd, "rstd"), {}, context.stream);
+    return std::make_tuple(std::move(y), std::move(rstd));
+  });
+}
+
+// Returns (dx, dgate, dweight).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gated_rms_norm_bwd(const at::Tensor& dy_arg,
+                                                                  const at::Tensor& x_arg,
+                                                                  const at::Tensor& gate_arg,
+                                                                  const at::Tensor& weight_arg,
+                                                                  const at::Tensor& rstd) {
+  const CudaContext context(x_arg);
+  const GatedRmsNormParams params;  // eps is only read by the forward
+  return translate_errors([&] {
+    const at::Tensor x = with_row_layout(x_arg);
+    const at::Tensor gate = with_row_layout(gate_arg);
+    const at::Tensor dy = with_row_layout(dy_arg);
+    const at::Tensor weight = weight_arg.contiguous();
+    const TensorView xv = to_view(x, kBwd, "x");
+    const TensorView wv = to_view(weight, kBwd, "weight");
+    at::Tensor dx = at::empty(x.sizes(), x.options());
+    at::Tensor dgate = at::empty(gate.sizes(), gate.options());
+    at::Tensor dw = at::empty(weight.sizes(), weight.options());
+    const at::Tensor workspace = empty_bytes(gated_rms_norm_bwd_workspace_size(params, xv, wv), x);
+    tigon::gated_rms_norm_bwd(params, to_view(dy, kBwd, "dy"), xv, to_view(gate, kBwd, "gate"), wv,
+                              to_view(flat(rstd), kBwd, "rstd"), to_view(dx, kBwd, "dx"),
+                              to_view(dgate, kBwd, "dgate"), to_view(dw, kBwd, "dw"),
+                              to_workspace(workspace), context.stream);
+    return std::make_tuple(std::move(dx), std::move(dgate), std::move(dw));
+  });
+}
+
+void register_kernels(torch::Library& m) {
+  m.impl(kFwd, &gated_rms_norm_fwd);
+  m.impl(kBwd, &gated_rms_norm_bwd);
+}
+
+}  // namespace
+}  // namespace tigon::torch_binding
+
+TORCH_LIBRARY_FRAGMENT(tigon, m) {
+  // The fake (meta) implementations live in this Python module, the autograd kernel in
+  // gated_rms_norm_autograd.cpp.
+  m.set_python_module("tigon.ops.gated_rms_norm");
+  const std::vector<at::Tag> tags = {at::Tag::pt2_compliant_tag};
+  m.def(
+      "gated_rms_norm_fwd(Tensor x, Tensor gate, Tensor weight, float eps) -> (Tensor y, "
+      "Tensor rstd)",
+      tags);
+  m.def(
+      "gated_rms_norm_bwd(Tensor dy, Tensor x, Tensor gate, Tensor weight, Tensor rstd) "
+      "-> (Tensor dx, Tensor dgate, Tensor dweight)",
+      tags);
+}
+
+TORCH_LIBRARY_IMPL(tigon, CPU, m) { tigon::torch_binding::register_kernels(m); }
+#if defined(TIGON_TORCH_WITH_CUDA)
+TORCH_LIBRARY_IMPL(tigon, CUDA, m) { tigon::torch_binding::register_kernels(m); }
+#endif
