@@ -16,8 +16,10 @@
 //     a = silu(gate) = gate / (1 + exp(-gate))   ACT2FN["silu"](gate.to(float32)), float32
 //     y = round_T(p * a)                         (p * a in float32).to(input_dtype)
 // r, n and p are RMSNorm's kLlama steps (math/rms_norm.h) and silu is SwiGLU's (math/glu-inl.h),
-// so the forward has the bits of HF's module up to the order of the sum of squares and exp's last
-// bit. rstd[row] = r.
+// so given the same r the forward has the bits of HF's module up to exp's last float32 bit (<= 1
+// ulp of T). r itself sums in tigon's fixed order, not torch's, and may differ by a float32 ulp;
+// where that flips the rounding of n (a tie of T), the two later roundings can carry it to a few
+// ulps of T in y (seen: 3 ulps on 1 element of 32768, fp16). rstd[row] = r.
 //
 // Backward, all float32, the rounding steps treated as identity by the gradient (as autograd
 // does), with xhat = x * r unrounded and p, a recomputed as in the forward:
