@@ -107,6 +107,20 @@ def test_backward_at_least_as_accurate_as_hf(x_dtype: torch.dtype, w_dtype: torc
         assert_grad_not_worse(got, peer, exact, exact.norm().item(), what)
 
 
+def test_in_place_backward_gives_the_same_bits() -> None:
+    """dx written into dy's buffer (the core reads each dy element before it overwrites it)."""
+    x, g = _inputs((8, 96), torch.bfloat16)
+    w = torch.randn(96)
+    _, rstd = OPS.gated_rms_norm_fwd(x, g, w, EPS)
+    dy = torch.randn(8, 96).to(torch.bfloat16)
+    dx, dgate, dw = OPS.gated_rms_norm_bwd(dy, x, g, w, rstd)
+    buffer = dy.clone()
+    dgate2, dw2 = OPS.gated_rms_norm_bwd_inplace(buffer, x, g, w, rstd)
+    assert torch.equal(buffer, dx) and torch.equal(dgate2, dgate) and torch.equal(dw2, dw)
+    with pytest.raises(ValueError, match=r"gated_rms_norm_bwd_inplace: argument 'dy'"):
+        OPS.gated_rms_norm_bwd_inplace(torch.randn(96, 8).t(), x.float(), g.float(), w, rstd)
+
+
 def test_backward_is_deterministic() -> None:
     x = torch.randn(64, 256, dtype=torch.bfloat16, requires_grad=True)
     g = torch.randn(64, 256, dtype=torch.bfloat16, requires_grad=True)
@@ -127,12 +141,12 @@ def test_opcheck(dtype: torch.dtype) -> None:
     x = torch.randn(3, 5, 32, dtype=dtype, requires_grad=True)
     g = torch.randn(3, 5, 32, dtype=dtype, requires_grad=True)
     w = torch.randn(32, requires_grad=True)
-    torch.library.opcheck(OPS.gated_rms_norm_fwd.default, (x, g, w, EPS))
+    for in_place in (False, True):
+        torch.library.opcheck(OPS.gated_rms_norm_fwd.default, (x, g, w, EPS, in_place))
     _, rstd = OPS.gated_rms_norm_fwd(x.detach(), g.detach(), w.detach(), EPS)
-    torch.library.opcheck(
-        OPS.gated_rms_norm_bwd.default,
-        (torch.randn_like(x), x.detach(), g.detach(), w.detach(), rstd),
-    )
+    plain = (x.detach(), g.detach(), w.detach(), rstd)
+    torch.library.opcheck(OPS.gated_rms_norm_bwd.default, (torch.randn_like(x), *plain))
+    torch.library.opcheck(OPS.gated_rms_norm_bwd_inplace.default, (torch.randn_like(x), *plain))
 
 
 def test_gradcheck() -> None:
@@ -181,7 +195,7 @@ def test_module_is_a_drop_in() -> None:
     m = tigon.nn.RMSNormGated(32, eps=EPS)
     assert [n for n, _ in m.named_parameters()] == ["weight"]
     assert torch.equal(m.weight, torch.ones(32)) and m.variance_epsilon == EPS
-    assert repr(tigon.nn.RMSNormGated(8)) == "RMSNormGated(8, eps=1e-06)"
+    assert repr(tigon.nn.RMSNormGated(8)) == "RMSNormGated(8, eps=1e-06, in_place=True)"
     m.load_state_dict(hf.state_dict())
     x, gate = _inputs((2, 3, 32), torch.bfloat16)
     assert_bitwise_mostly(m(hidden_states=x, gate=gate), hf(hidden_states=x, gate=gate))

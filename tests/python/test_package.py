@@ -57,6 +57,7 @@ def test_public_api() -> None:
         "dyt_bwd",
         "gated_rms_norm_fwd",
         "gated_rms_norm_bwd",
+        "gated_rms_norm_bwd_inplace",
     ):
         assert hasattr(torch.ops.tigon, name)
 

@@ -20,6 +20,8 @@ class RMSNormGated(nn.Module):
     Args:
         hidden_size: size of the last dimension, > 0.
         eps: added to the mean of squares.
+        in_place: allow the backward to write dx into the incoming gradient's buffer (saves one
+            buffer); done only when nothing else can observe that buffer.
         device: device of the weight.
         dtype: dtype of the weight.
     """
@@ -28,6 +30,7 @@ class RMSNormGated(nn.Module):
         self,
         hidden_size: int,
         eps: float = 1e-6,
+        in_place: bool = True,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         **kwargs: object,
@@ -39,10 +42,13 @@ class RMSNormGated(nn.Module):
         self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
         self.variance_epsilon = eps
         self.activation = "silu"
+        self.in_place = in_place
 
     def forward(self, hidden_states: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
         """Normalizes ``hidden_states`` ``[..., hidden_size]`` and gates it with ``silu(gate)``."""
-        return gated_rms_norm(hidden_states, gate, self.weight, self.variance_epsilon)
+        return gated_rms_norm(
+            hidden_states, gate, self.weight, self.variance_epsilon, self.in_place
+        )
 
     def extra_repr(self) -> str:
-        return f"{self.hidden_size}, eps={self.variance_epsilon}"
+        return f"{self.hidden_size}, eps={self.variance_epsilon}, in_place={self.in_place}"
