@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import LOW_PRECISION, assert_bitwise_mostly, assert_grad_not_worse
+from helpers import (
+    LOW_PRECISION,
+    assert_bitwise_mostly,
+    assert_compiled_matches_eager,
+    assert_grad_not_worse,
+)
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNormGated
 from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextRMSNormGated
 
@@ -163,8 +168,6 @@ def test_gradcheck() -> None:
 
 @pytest.mark.slow
 def test_compile_fullgraph_matches_eager() -> None:
-    torch._dynamo.reset()
-
     class Block(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -176,18 +179,7 @@ def test_compile_fullgraph_matches_eager() -> None:
             h, z = self.proj(x).chunk(2, dim=-1)
             return self.out(self.norm(h, z))
 
-    model = Block()
-    x, dy = torch.randn(4, 9, 64), torch.randn(4, 9, 8)
-    model(x).backward(dy)
-    grads = [p.grad.clone() for p in model.parameters()]
-    y_eager = model(x).detach()
-    model.zero_grad()
-    compiled = torch.compile(model, fullgraph=True)
-    y = compiled(x)
-    y.backward(dy)
-    torch.testing.assert_close(y, y_eager)
-    for p, grad in zip(model.parameters(), grads, strict=True):
-        torch.testing.assert_close(p.grad, grad)
+    assert_compiled_matches_eager(Block(), (torch.randn(4, 9, 64),), torch.randn(4, 9, 8))
 
 
 def test_module_is_a_drop_in() -> None:
