@@ -95,4 +95,21 @@ TEST_F(GatedRmsNormErrors, Backward) {
       ErrorCode::kInvalidArgument, "workspace", "gated_rms_norm_bwd_workspace_size", kBwd);
 }
 
+TEST_F(GatedRmsNormErrors, DevicesMustMatchAndExist) {
+  TensorView wc = w.view();
+  wc.device = tigon::Device::cuda(0);
+  expect_error([&] { fwd(gate.view(), wc, y.view()); }, ErrorCode::kInvalidArgument, "weight",
+               "cpu", kFwd);
+  TensorView xc = x.view(), gc = gate.view(), wc2 = w.view(), yc = y.view(), rc = rstd.view();
+  xc.device = gc.device = wc2.device = yc.device = rc.device = tigon::Device::cuda(0);
+  // Without a CUDA backend the validation layer says so; with one, the CUDA entry points say it
+  // is not on CUDA yet (src/cuda/gated_rms_norm/not_yet.cpp). Either way: kBackendUnavailable.
+  try {
+    tigon::gated_rms_norm_fwd(p, xc, gc, wc2, yc, rc);
+    ADD_FAILURE() << "no error for a CUDA x";
+  } catch (const tigon::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBackendUnavailable) << e.what();
+  }
+}
+
 }  // namespace
