@@ -21,7 +21,7 @@ constexpr const char* kBwdInplace = "gated_rms_norm_bwd_inplace";
 // (gated_rms_norm_autograd.cpp).
 std::tuple<at::Tensor, at::Tensor> gated_rms_norm_fwd(const at::Tensor& x_arg,
                                                       const at::Tensor& gate_arg,
-                                                      const at::Tensor& weight, double eps,
+                                                      const at::Tensor& weight_arg, double eps,
                                                       bool /*in_place*/) {
   const CudaContext context(x_arg);
   GatedRmsNormParams params;
@@ -31,9 +31,13 @@ std::tuple<at::Tensor, at::Tensor> gated_rms_norm_fwd(const at::Tensor& x_arg,
     const at::Tensor gate = with_row_layout(gate_arg);
     at::Tensor y = at::empty(x.sizes(), x.options());
     at::Tensor rstd = empty_row_statistic(x);
-    tigon::gated_rms_norm_fwd(params, to_view(x, kFwd, "x"), to_view(gate, kFwd, "gate"),
-                              to_view(weight.contiguous(), kFwd, "weight"), to_view(y, kFwd, "y"),
-                              to_view(flat(rstd), kFwd, "rstd"), {}, context.stream);
+    const TensorView xv = to_view(x, kFwd, "x");
+    const at::Tensor weight = weight_arg.contiguous();  // kept alive for the view
+    const TensorView wv = to_view(weight, kFwd, "weight");
+    const at::Tensor workspace = empty_bytes(gated_rms_norm_fwd_workspace_size(params, xv, wv), x);
+    tigon::gated_rms_norm_fwd(params, xv, to_view(gate, kFwd, "gate"), wv, to_view(y, kFwd, "y"),
+                              to_view(flat(rstd), kFwd, "rstd"), to_workspace(workspace),
+                              context.stream);
     return std::make_tuple(std::move(y), std::move(rstd));
   });
 }

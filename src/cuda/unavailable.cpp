@@ -35,6 +35,9 @@ void fused_add_rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavail
 std::size_t dyt_bwd_workspace_size(std::int64_t, std::int64_t, bool, int) { unavailable(); }
 void dyt_fwd(const detail::DytFwdArgs&, int, void*) { unavailable(); }
 void dyt_bwd(const detail::DytBwdArgs&, int, void*) { unavailable(); }
+std::size_t gated_rms_norm_fwd_workspace_size(std::int64_t, std::int64_t, DType, int) {
+  unavailable();
+}
 std::size_t gated_rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, int) {
   unavailable();
 }

@@ -39,12 +39,23 @@ Checked checked_inputs(const char* op, const GatedRmsNormParams& params, const T
 
 }  // namespace
 
+std::size_t gated_rms_norm_fwd_workspace_size(const GatedRmsNormParams&, const TensorView& x,
+                                              const TensorView&) {
+  const detail::RowLayout xl = detail::checked_norm_input("gated_rms_norm_fwd_workspace_size", x);
+  if (x.device.type == DeviceType::kCUDA) {
+    return cuda::gated_rms_norm_fwd_workspace_size(xl.rows, xl.hidden, x.dtype, x.device.index);
+  }
+  return 0;
+}
+
 void gated_rms_norm_fwd(const GatedRmsNormParams& params, const TensorView& x,
                         const TensorView& gate, const TensorView& weight, const TensorView& y,
-                        const TensorView& rstd, Workspace, Stream stream) {
+                        const TensorView& rstd, Workspace workspace, Stream stream) {
   const Checked c = checked_inputs(kFwd, params, x, gate, weight);
   const detail::RowLayout yl = detail::checked_like(kFwd, "y", y, x, x.dtype);
   detail::check_row_statistic(kFwd, "rstd", rstd, x.device, c.x.rows);
+  detail::check_workspace(kFwd, workspace, gated_rms_norm_fwd_workspace_size(params, x, weight),
+                          "gated_rms_norm_fwd_workspace_size");
   if (c.x.rows == 0) return;
   detail::GatedRmsNormFwdArgs a;
   a.params = params;
@@ -60,6 +71,8 @@ void gated_rms_norm_fwd(const GatedRmsNormParams& params, const TensorView& x,
   a.y = y.data;
   a.y_row_stride = yl.row_stride;
   a.rstd = static_cast<float*>(rstd.data);
+  a.workspace = workspace.data;
+  a.workspace_bytes = workspace.bytes;
   if (x.device.type == DeviceType::kCUDA) {
     cuda::gated_rms_norm_fwd(a, x.device.index, stream.cuda_stream);
   } else {

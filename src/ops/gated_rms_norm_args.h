@@ -24,6 +24,8 @@ struct GatedRmsNormFwdArgs {
   void* y = nullptr;
   std::int64_t y_row_stride = 0;
   float* rstd = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
 };
 
 struct GatedRmsNormBwdArgs {
@@ -58,6 +60,8 @@ void gated_rms_norm_bwd(const detail::GatedRmsNormBwdArgs& args);
 }  // namespace tigon::cpu
 
 namespace tigon::cuda {
+std::size_t gated_rms_norm_fwd_workspace_size(std::int64_t rows, std::int64_t hidden, DType x_dtype,
+                                              int device);
 std::size_t gated_rms_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, DType x_dtype,
                                               int device);
 void gated_rms_norm_fwd(const detail::GatedRmsNormFwdArgs& args, int device, void* stream);

@@ -47,6 +47,7 @@ class GatedRmsNormErrors : public ::testing::Test {
 };
 
 TEST_F(GatedRmsNormErrors, ValidCallsSucceed) {
+  EXPECT_EQ(tigon::gated_rms_norm_fwd_workspace_size(p, x.view(), w.view()), 0u);  // on the CPU
   fwd(gate.view(), w.view(), y.view());
   bwd(dx.view(), dgate.view(), dw.view(), ws());
   bwd(dy.view(), dgate.view(), dw.view(), ws());  // dx in place into dy

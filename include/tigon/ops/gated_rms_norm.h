@@ -45,6 +45,10 @@ struct GatedRmsNormParams {
   float eps = 1e-6f;  // >= 0
 };
 
+// Scratch bytes gated_rms_norm_fwd needs (0 on the CPU; always ask: a CUDA forward may need some).
+std::size_t gated_rms_norm_fwd_workspace_size(const GatedRmsNormParams& params, const TensorView& x,
+                                              const TensorView& weight);
+
 // Scratch bytes gated_rms_norm_bwd needs: float32 dW partials, a function of the shapes only.
 std::size_t gated_rms_norm_bwd_workspace_size(const GatedRmsNormParams& params, const TensorView& x,
                                               const TensorView& weight);
