@@ -92,11 +92,7 @@ at::Tensor fused_add_rms_norm_bwd_inplace(const at::Tensor& dh, const at::Tensor
                                           std::string_view casting_mode) {
   const CudaContext context(h);
   const RmsNormParams params = rms_norm_params(0.0, offset, casting_mode, kBwdInplace);
-  TORCH_CHECK_VALUE(has_row_layout(dh),
-                    argument_message(kBwdInplace, "dh",
-                                     "unit stride in the last dimension and leading dimensions "
-                                     "that collapse to one row stride (dx is written into dh)",
-                                     "strides " + int_list(dh.strides())));
+  check_in_place_rows(kBwdInplace, "dh", dh);
   return run_backward(kBwdInplace, params, with_row_layout(dy), dh, h, weight, rstd, dh,
                       context.stream);
 }

@@ -95,11 +95,7 @@ std::tuple<at::Tensor, at::Tensor> layer_norm_bwd_inplace(const at::Tensor& dy, 
                                                           const at::Tensor& mean,
                                                           const at::Tensor& rstd) {
   const CudaContext context(x);
-  TORCH_CHECK_VALUE(has_row_layout(dy),
-                    argument_message(kBwdInplace, "dy",
-                                     "unit stride in the last dimension and leading dimensions "
-                                     "that collapse to one row stride (dx is written into dy)",
-                                     "strides " + int_list(dy.strides())));
+  check_in_place_rows(kBwdInplace, "dy", dy);
   return run_backward(kBwdInplace, dy, x, weight, bias, mean, rstd, dy, context.stream);
 }
 

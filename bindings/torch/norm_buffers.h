@@ -1,6 +1,6 @@
-// Buffers and parameters shared by the norm operators (RMSNorm, fused add + RMSNorm, LayerNorm):
-// how their small parameters are taken, and how their statistics, gradients and workspaces are
-// allocated from torch.
+// Buffers and parameters shared by the norm operators (RMSNorm, fused add + RMSNorm, LayerNorm,
+// DyT, gated RMSNorm): how their small parameters are taken, how their statistics, gradients and
+// workspaces are allocated from torch, and the layout check of their in-place backwards.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "convert.h"
@@ -29,6 +30,17 @@ inline RmsNormParams rms_norm_params(double eps, double offset, std::string_view
 inline std::optional<at::Tensor> contiguous_parameter(const std::optional<at::Tensor>& t) {
   if (!t.has_value() || !t->defined()) return std::nullopt;
   return t->contiguous();
+}
+
+// A norm's in-place backward writes dx into `t` (arg), which must then be addressable as rows
+// without a copy (its dtype, x's, is the core's check).
+inline void check_in_place_rows(std::string_view op, std::string_view arg, const at::Tensor& t) {
+  TORCH_CHECK_VALUE(has_row_layout(t),
+                    argument_message(op, arg,
+                                     "unit stride in the last dimension and leading dimensions "
+                                     "that collapse to one row stride (dx is written into " +
+                                         std::string(arg) + ")",
+                                     "strides " + int_list(t.strides())));
 }
 
 inline at::Tensor empty_bytes(std::size_t bytes, const at::Tensor& like) {

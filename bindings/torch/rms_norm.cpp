@@ -90,11 +90,7 @@ at::Tensor rms_norm_bwd_inplace(const at::Tensor& dy, const at::Tensor& x,
                                     std::string("dtype ") + dtype_name(xv.dtype) +
                                         " (x's dtype: dx is written into dy)",
                                     dtype_name(dyv.dtype)));
-  TORCH_CHECK_VALUE(has_row_layout(dy),
-                    argument_message(kBwdInplace, "dy",
-                                     "unit stride in the last dimension and leading dimensions "
-                                     "that collapse to one row stride (dx is written into dy)",
-                                     "strides " + int_list(dy.strides())));
+  check_in_place_rows(kBwdInplace, "dy", dy);
   return run_backward(kBwdInplace, params, dy, x, weight, rstd, dy, context.stream);
 }
 

@@ -5,6 +5,7 @@
 #include "ops/dyt_args.h"
 #include "ops/fused_add_rms_norm_args.h"
 #include "ops/fused_linear_cross_entropy_args.h"
+#include "ops/gated_rms_norm_args.h"
 #include "ops/glu_args.h"
 #include "ops/layer_norm_args.h"
 #include "ops/rms_norm_args.h"
@@ -35,6 +36,14 @@ void fused_add_rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavail
 std::size_t dyt_bwd_workspace_size(std::int64_t, std::int64_t, bool, int) { unavailable(); }
 void dyt_fwd(const detail::DytFwdArgs&, int, void*) { unavailable(); }
 void dyt_bwd(const detail::DytBwdArgs&, int, void*) { unavailable(); }
+std::size_t gated_rms_norm_fwd_workspace_size(std::int64_t, std::int64_t, DType, int) {
+  unavailable();
+}
+std::size_t gated_rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, int) {
+  unavailable();
+}
+void gated_rms_norm_fwd(const detail::GatedRmsNormFwdArgs&, int, void*) { unavailable(); }
+void gated_rms_norm_bwd(const detail::GatedRmsNormBwdArgs&, int, void*) { unavailable(); }
 void fused_add_rms_norm_bwd(const detail::RmsNormBwdArgs&, int, void*) { unavailable(); }
 void layer_norm_bwd(const detail::LayerNormBwdArgs&, int, void*) { unavailable(); }
 void glu_fwd(const detail::GluFwdArgs&, int, void*) { unavailable(); }

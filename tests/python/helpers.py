@@ -81,6 +81,22 @@ def assert_grad_not_worse(
     )
 
 
+def assert_compiled_matches_eager(
+    model: nn.Module, inputs: tuple[torch.Tensor, ...], dy: torch.Tensor
+) -> None:
+    """``torch.compile(model, fullgraph=True)`` gives eager's output and parameter gradients."""
+    torch._dynamo.reset()
+    model(*inputs).backward(dy.clone())
+    grads = [p.grad.clone() for p in model.parameters()]
+    y_eager = model(*inputs).detach()
+    model.zero_grad()
+    y = torch.compile(model, fullgraph=True)(*inputs)
+    y.backward(dy.clone())
+    torch.testing.assert_close(y, y_eager)
+    for p, g in zip(model.parameters(), grads, strict=True):
+        torch.testing.assert_close(p.grad, g)
+
+
 @dataclass(frozen=True)
 class Family:
     """A Hugging Face RMSNorm and the tigon options that reproduce it."""

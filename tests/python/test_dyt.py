@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import LOW_PRECISION, assert_bitwise_mostly
+from helpers import LOW_PRECISION, assert_bitwise_mostly, assert_compiled_matches_eager
 
 import tigon
 
@@ -118,19 +118,8 @@ def test_gradcheck(beta: bool) -> None:
 
 @pytest.mark.slow
 def test_compile_fullgraph_matches_eager() -> None:
-    torch._dynamo.reset()
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), tigon.nn.DyT(64), torch.nn.Linear(64, 8))
-    x, dy = torch.randn(4, 9, 64), torch.randn(4, 9, 8)
-    model(x).backward(dy)
-    grads = [p.grad.clone() for p in model.parameters()]
-    y_eager = model(x).detach()
-    model.zero_grad()
-    compiled = torch.compile(model, fullgraph=True)
-    y = compiled(x)
-    y.backward(dy)
-    torch.testing.assert_close(y, y_eager)
-    for p, g in zip(model.parameters(), grads, strict=True):
-        torch.testing.assert_close(p.grad, g)
+    assert_compiled_matches_eager(model, (torch.randn(4, 9, 64),), torch.randn(4, 9, 8))
 
 
 def test_module() -> None:

@@ -14,6 +14,7 @@ from helpers import (
     LOW_PRECISION,
     Family,
     assert_bitwise_mostly,
+    assert_compiled_matches_eager,
     assert_grad_not_worse,
     hf_module,
     random_weight,
@@ -227,20 +228,8 @@ class _Layer(torch.nn.Module):
 
 @pytest.mark.slow
 def test_compile_fullgraph_matches_eager() -> None:
-    torch._dynamo.reset()
-    model = _Layer(64)
-    x, residual = torch.randn(4, 9, 64), torch.randn(4, 9, 64)
-    dy = torch.randn(4, 9, 64)
-    model(x, residual).backward(dy.clone())
-    grads_eager = [p.grad.clone() for p in model.parameters()]
-    y_eager = model(x, residual).detach()
-    model.zero_grad()
-    compiled = torch.compile(model, fullgraph=True)
-    y = compiled(x, residual)
-    y.backward(dy.clone())
-    torch.testing.assert_close(y, y_eager)
-    for p, g in zip(model.parameters(), grads_eager, strict=True):
-        torch.testing.assert_close(p.grad, g)
+    inputs = (torch.randn(4, 9, 64), torch.randn(4, 9, 64))
+    assert_compiled_matches_eager(_Layer(64), inputs, torch.randn(4, 9, 64))
 
 
 # -------------------------------------------------------------------------------- module

@@ -87,6 +87,10 @@ def _layer_norm_make(device: str) -> list[Any]:
     return [_leaf(ROWS, HIDDEN, device=device), weight, bias]
 
 
+def _gated_rms_norm_make(device: str) -> list[Any]:
+    return [*_pair_make(device), _rms_norm_make(device)[1]]
+
+
 CASES = [
     Case(
         "layer_norm",
@@ -104,6 +108,11 @@ CASES = [
         lambda a, ip: tigon.ops.fused_add_rms_norm(a[0], a[1], a[2], 1e-6, in_place=ip),
         grad_of=1,
         grad_leaves=2,
+    ),
+    Case(
+        "gated_rms_norm",
+        _gated_rms_norm_make,
+        lambda a, ip: (tigon.ops.gated_rms_norm(a[0], a[1], a[2], 1e-6, in_place=ip),),
     ),
     Case("rope", _rope_make, lambda a, ip: tigon.ops.rope(*a, in_place=ip)),
     Case("swiglu", _pair_make, lambda a, ip: (tigon.ops.swiglu(*a, in_place=ip),), saved=2),
@@ -138,7 +147,7 @@ def _ids(cases: list[Case]) -> list[str]:
 
 
 #: Ops without CUDA kernels yet (issue 36): their CUDA cases are skipped.
-CPU_ONLY = {"layer_norm", "fused_add_rms_norm"}
+CPU_ONLY = {"layer_norm", "fused_add_rms_norm", "gated_rms_norm"}
 
 
 @pytest.fixture(autouse=True)
@@ -614,6 +623,9 @@ def test_in_place_ops_bump_versions(device: str) -> None:
                 [dh],
             )
         )
+        gate, w, dyg = t(4, 8), t(8), t(4, 8)
+        _, g_rstd = ops.gated_rms_norm_fwd(x, gate, w, 1e-6)
+        calls.append((lambda: ops.gated_rms_norm_bwd_inplace(dyg, x, gate, w, g_rstd), [dyg]))
     for call, written in calls:
         before = [w._version for w in written]
         call()

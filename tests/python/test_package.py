@@ -51,6 +51,8 @@ def test_public_api() -> None:
     assert issubclass(tigon.nn.FusedAddRMSNorm, torch.nn.Module)
     assert callable(tigon.ops.dyt)
     assert issubclass(tigon.nn.DyT, torch.nn.Module)
+    assert callable(tigon.ops.gated_rms_norm)
+    assert issubclass(tigon.nn.RMSNormGated, torch.nn.Module)
     for name in (
         "rms_norm_fwd",
         "rms_norm_bwd",
@@ -69,6 +71,9 @@ def test_public_api() -> None:
         "fused_add_rms_norm_bwd_inplace",
         "dyt_fwd",
         "dyt_bwd",
+        "gated_rms_norm_fwd",
+        "gated_rms_norm_bwd",
+        "gated_rms_norm_bwd_inplace",
     ):
         assert hasattr(torch.ops.tigon, name)
 

@@ -7,6 +7,7 @@ from tigon.nn.divergence import JSD, KLDivLoss, TVDLoss
 from tigon.nn.dyt import DyT
 from tigon.nn.fused_add_rms_norm import FusedAddRMSNorm
 from tigon.nn.fused_linear_cross_entropy import FusedLinearCrossEntropyLoss
+from tigon.nn.gated_rms_norm import RMSNormGated
 from tigon.nn.glu import (
     GLUMLP,
     GeGLUMLP,
@@ -33,6 +34,7 @@ __all__ = [
     "LayerNorm",
     "Phi3SwiGLUMLP",
     "RMSNorm",
+    "RMSNormGated",
     "SwiGLUMLP",
     "TVDLoss",
     "functional",

@@ -5,6 +5,7 @@ from tigon.ops.divergence import DIVERGENCE_REDUCTIONS, jsd, kl_div, tvd
 from tigon.ops.dyt import dyt
 from tigon.ops.fused_add_rms_norm import fused_add_rms_norm
 from tigon.ops.fused_linear_cross_entropy import fused_linear_cross_entropy
+from tigon.ops.gated_rms_norm import gated_rms_norm
 from tigon.ops.glu import geglu, geglu_packed, glu, glu_packed, swiglu, swiglu_packed
 from tigon.ops.layer_norm import layer_norm
 from tigon.ops.rms_norm import CASTING_MODES, rms_norm
@@ -20,6 +21,7 @@ __all__ = [
     "dyt",
     "fused_add_rms_norm",
     "fused_linear_cross_entropy",
+    "gated_rms_norm",
     "geglu",
     "geglu_packed",
     "glu",
