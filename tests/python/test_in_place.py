@@ -406,6 +406,11 @@ def test_unshared_incoming_gradient_is_reused(case: Case, device: str) -> None:
     it (x.grad is that buffer: the leaf's AccumulateGrad adopts it), with in_place only."""
     for in_place in (True, False):
         leaves = case.make(device)
+        if not in_place:
+            # Accumulate into gradients that exist already: a buffer allocated once the incoming
+            # gradient is freed (the second leaf's copy) could take its address and pass as it.
+            for leaf in leaves[: case.grad_leaves]:
+                leaf.grad = torch.zeros_like(leaf)
         outs = _run(case, leaves, in_place)
         seen: list[int] = []
         outs[case.grad_of].register_hook(lambda g: seen.append(g.data_ptr()))  # the pointer only
