@@ -18,11 +18,15 @@ int main() {
   const auto xv = TensorView::contiguous(x.data(), DType::kFloat32, {rows, hidden});
   const auto wv = TensorView::contiguous(weight.data(), DType::kFloat32, {hidden});
   try {
+    // The caller owns each workspace, sized by its query (the forward's is 0 except for very long
+    // rows on GPUs without thread-block clusters; ask anyway).
+    std::vector<unsigned char> fwd_workspace(tigon::rms_norm_fwd_workspace_size(params, xv, wv));
     tigon::rms_norm_fwd(params, xv, wv,
                         TensorView::contiguous(y.data(), DType::kFloat32, {rows, hidden}),
-                        TensorView::contiguous(rstd.data(), DType::kFloat32, {rows}));
+                        TensorView::contiguous(rstd.data(), DType::kFloat32, {rows}),
+                        {fwd_workspace.data(), fwd_workspace.size()});
 
-    // Backward of sum(y): dy = 1. The caller owns the workspace, sized by the query.
+    // Backward of sum(y): dy = 1.
     std::vector<float> dy(rows * hidden, 1.0f), dx(rows * hidden), dw(hidden);
     std::vector<unsigned char> workspace(tigon::rms_norm_bwd_workspace_size(params, xv, wv));
     tigon::rms_norm_bwd(params, TensorView::contiguous(dy.data(), DType::kFloat32, {rows, hidden}),
