@@ -81,7 +81,9 @@ struct CrossEntropyOutputs {
   TensorView accuracy;   // float32, as loss: hit_i (kNone) or the token accuracy
 };
 
-// Scratch bytes cross_entropy_fwd needs (per-row partial losses and hits, the denominators).
+// Scratch bytes cross_entropy_fwd needs (per-row partial losses and hits, the denominators; on a
+// GPU without thread-block clusters also the slice results of rows split across blocks): a
+// function of the shapes, options and device only. Always ask.
 std::size_t cross_entropy_fwd_workspace_size(const CrossEntropyParams& params,
                                              const CrossEntropyInputs& inputs);
 
