@@ -35,12 +35,17 @@ RowLayout checked_like(std::string_view op, std::string_view arg, const TensorVi
 
 void check_hidden_vector(std::string_view op, std::string_view arg, const TensorView& t,
                          Device device, std::int64_t hidden) {
+  check_parameter_vector(op, arg, t, device, hidden, "x's last dimension");
+}
+
+void check_parameter_vector(std::string_view op, std::string_view arg, const TensorView& t,
+                            Device device, std::int64_t n, std::string_view what) {
   check_device(op, arg, t, device, "x's device");
-  TIGON_CHECK_ARG(t.ndim == 1 && t.sizes[0] == hidden, op, arg,
-                  "shape [" + std::to_string(hidden) + "] (x's last dimension)", shape_string(t));
-  TIGON_CHECK_ARG(hidden <= 1 || t.strides[0] == 1, op, arg, "a contiguous tensor",
+  TIGON_CHECK_ARG(t.ndim == 1 && t.sizes[0] == n, op, arg,
+                  "shape [" + std::to_string(n) + "] (" + std::string(what) + ")", shape_string(t));
+  TIGON_CHECK_ARG(n <= 1 || t.strides[0] == 1, op, arg, "a contiguous tensor",
                   "stride " + std::to_string(t.strides[0]));
-  TIGON_CHECK_ARG(hidden == 0 || t.data != nullptr, op, arg, "a non-null data pointer", "nullptr");
+  TIGON_CHECK_ARG(n == 0 || t.data != nullptr, op, arg, "a non-null data pointer", "nullptr");
 }
 
 void check_row_statistic(std::string_view op, std::string_view arg, const TensorView& t,
