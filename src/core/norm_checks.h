@@ -35,6 +35,14 @@ void check_hidden_vector(std::string_view op, std::string_view arg, const Tensor
 void check_parameter_vector(std::string_view op, std::string_view arg, const TensorView& t,
                             Device device, std::int64_t n, std::string_view what);
 
+// A parameter's dtype (arg): x's or float32 (16-bit activations with float32 master weights).
+void check_parameter_dtype(std::string_view op, std::string_view arg, DType got, DType x_dtype);
+
+// t is a learnable scalar (or its gradient): one element (any shape) of `dtype`, non-null, on
+// `device` (x's).
+void check_scalar_parameter(std::string_view op, std::string_view arg, const TensorView& t,
+                            Device device, DType dtype);
+
 // t is a contiguous float32 tensor of `rows` elements (any shape) on `device` (x's): one
 // statistic per row, such as rstd.
 void check_row_statistic(std::string_view op, std::string_view arg, const TensorView& t,

@@ -16,36 +16,14 @@ namespace {
 constexpr const char* kFwd = "poly_norm_fwd";
 constexpr const char* kBwd = "poly_norm_bwd";
 
-// A parameter's dtype: x's or float32 (16-bit activations with float32 master weights).
-void check_parameter_dtype(const char* op, const char* arg, DType got, DType x_dtype) {
-  TIGON_CHECK_ARG(got == x_dtype || got == DType::kFloat32, op, arg,
-                  std::string("dtype ") + dtype_name(x_dtype) + " (x's) or float32",
-                  dtype_name(got), ErrorCode::kTypeError);
-}
-
-std::int64_t numel(const TensorView& t) {
-  std::int64_t n = 1;
-  for (int d = 0; d < t.ndim; ++d) n *= t.sizes[d];
-  return n;
-}
-
-// bias (or dbias): one element of `dtype` on x's device.
-void check_scalar(const char* op, const char* arg, const TensorView& t, const TensorView& x,
-                  DType dtype) {
-  detail::check_device(op, arg, t, x.device, "x's device");
-  detail::check_dtype(op, arg, t.dtype, dtype);
-  TIGON_CHECK_ARG(numel(t) == 1 && t.data != nullptr, op, arg, "a tensor of one element",
-                  detail::shape_string(t));
-}
-
 detail::PolyNormParams checked_params(const char* op, const TensorView& x, const TensorView& weight,
                                       const TensorView& bias, float eps) {
   TIGON_CHECK_ARG(std::isfinite(eps) && eps >= 0.0f, op, "eps", "a finite value >= 0",
                   std::to_string(eps));
-  check_parameter_dtype(op, "weight", weight.dtype, x.dtype);
+  detail::check_parameter_dtype(op, "weight", weight.dtype, x.dtype);
   detail::check_parameter_vector(op, "weight", weight, x.device, 3, "one weight per power");
-  check_parameter_dtype(op, "bias", bias.dtype, x.dtype);
-  check_scalar(op, "bias", bias, x, bias.dtype);
+  detail::check_parameter_dtype(op, "bias", bias.dtype, x.dtype);
+  detail::check_scalar_parameter(op, "bias", bias, x.device, bias.dtype);
   detail::PolyNormParams p;
   p.weight = weight.data;
   p.weight_dtype = weight.dtype;
@@ -97,7 +75,7 @@ void poly_norm_bwd(const TensorView& dy, const TensorView& x, const TensorView& 
   detail::check_alias(kBwd, "dx", dx, dxl, "dy", dy, dyl);
   detail::check_dtype(kBwd, "dweight", dweight.dtype, weight.dtype);
   detail::check_parameter_vector(kBwd, "dweight", dweight, x.device, 3, "weight's");
-  check_scalar(kBwd, "dbias", dbias, x, bias.dtype);
+  detail::check_scalar_parameter(kBwd, "dbias", dbias, x.device, bias.dtype);
   detail::check_workspace(kBwd, workspace, poly_norm_bwd_workspace_size(x),
                           "poly_norm_bwd_workspace_size");
   a.rows = xl.rows;
