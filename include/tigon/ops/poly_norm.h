@@ -21,13 +21,15 @@
 //
 // Backward, all float32, from the same p_k and r_k, with S_k = sum_j(dy * p_k) per row and
 // c_k = r_k^3 * S_k / H:
-//     dx = round_T(w0 * (3 * x * x) * (r3 * dy - p3 * c3)
-//                + w1 * (2 * x) * (r2 * dy - p2 * c2)
-//                + w2 * (r1 * dy - p1 * c1))
-//     dweight[k] = round(sum over rows of r_k * S_k)   in weight's dtype (dweight[0]: the cube's)
-//     dbias      = round(sum over all elements of dy)  in bias's dtype
-// Each row's float32 S_k (and sum of dy) goes into its chunk's float64 total, the chunks of rows
-// in order: bitwise identical run to run, for any thread count. dx may alias dy (same data and
+//     g3 = (3 * x * x) * (r3 * dy - p3 * c3)
+//     g2 = (2 * x) * (r2 * dy - p2 * c2)
+//     g1 = r1 * dy - p1 * c1
+//     dx = round_T((w0 * g3 + w1 * g2) + w2 * g1)
+//     dweight = round({sum over rows of r3 * S3, ... of r2 * S2, ... of r1 * S1})  weight's dtype
+//     dbias   = round(sum over all elements of dy)                               bias's dtype
+// The roundings to T are identity for the gradient, as autograd treats them. Each row's float32
+// r_k * S_k (and its float32 sum of dy) goes into its chunk's float64 total, the chunks of rows in
+// order: bitwise identical run to run, for any thread count. dx may alias dy (same data and
 // layout): the in-place mode.
 #pragma once
 
