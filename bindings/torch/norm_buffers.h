@@ -1,6 +1,7 @@
 // Buffers and parameters shared by the norm operators (RMSNorm, fused add + RMSNorm, LayerNorm,
-// DyT, gated RMSNorm): how their small parameters are taken, how their statistics, gradients and
-// workspaces are allocated from torch, and the layout check of their in-place backwards.
+// DyT, PolyNorm, gated RMSNorm): how their small parameters are taken, how their statistics,
+// gradients and workspaces are allocated from torch, and the layout check of their in-place
+// backwards.
 #pragma once
 
 #include <ATen/core/Tensor.h>

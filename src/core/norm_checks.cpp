@@ -33,14 +33,34 @@ RowLayout checked_like(std::string_view op, std::string_view arg, const TensorVi
   return row_layout(op, arg, t);
 }
 
+void check_parameter_dtype(std::string_view op, std::string_view arg, DType got, DType x_dtype) {
+  TIGON_CHECK_ARG(got == x_dtype || got == DType::kFloat32, op, arg,
+                  std::string("dtype ") + dtype_name(x_dtype) + " (x's) or float32",
+                  dtype_name(got), ErrorCode::kTypeError);
+}
+
+void check_scalar_parameter(std::string_view op, std::string_view arg, const TensorView& t,
+                            Device device, DType dtype) {
+  check_device(op, arg, t, device, "x's device");
+  check_dtype(op, arg, t.dtype, dtype);
+  std::int64_t n = 1;
+  for (int d = 0; d < t.ndim; ++d) n *= t.sizes[d];
+  TIGON_CHECK_ARG(n == 1 && t.data != nullptr, op, arg, "a tensor of one element", shape_string(t));
+}
+
 void check_hidden_vector(std::string_view op, std::string_view arg, const TensorView& t,
                          Device device, std::int64_t hidden) {
+  check_parameter_vector(op, arg, t, device, hidden, "x's last dimension");
+}
+
+void check_parameter_vector(std::string_view op, std::string_view arg, const TensorView& t,
+                            Device device, std::int64_t n, std::string_view what) {
   check_device(op, arg, t, device, "x's device");
-  TIGON_CHECK_ARG(t.ndim == 1 && t.sizes[0] == hidden, op, arg,
-                  "shape [" + std::to_string(hidden) + "] (x's last dimension)", shape_string(t));
-  TIGON_CHECK_ARG(hidden <= 1 || t.strides[0] == 1, op, arg, "a contiguous tensor",
+  TIGON_CHECK_ARG(t.ndim == 1 && t.sizes[0] == n, op, arg,
+                  "shape [" + std::to_string(n) + "] (" + std::string(what) + ")", shape_string(t));
+  TIGON_CHECK_ARG(n <= 1 || t.strides[0] == 1, op, arg, "a contiguous tensor",
                   "stride " + std::to_string(t.strides[0]));
-  TIGON_CHECK_ARG(hidden == 0 || t.data != nullptr, op, arg, "a non-null data pointer", "nullptr");
+  TIGON_CHECK_ARG(n == 0 || t.data != nullptr, op, arg, "a non-null data pointer", "nullptr");
 }
 
 void check_row_statistic(std::string_view op, std::string_view arg, const TensorView& t,

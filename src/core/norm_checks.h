@@ -1,5 +1,5 @@
-// Checks shared by the norms (RMSNorm, LayerNorm): the [H] parameter vectors, the per-row float32
-// statistics they save, and tensors that must have x's shape.
+// Checks shared by the norms (RMSNorm, LayerNorm, DyT, PolyNorm): the [H] parameter vectors, the
+// per-row float32 statistics they save, and tensors that must have x's shape.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,20 @@ void check_same_shape(std::string_view op, std::string_view arg, const TensorVie
 // caller's check.
 void check_hidden_vector(std::string_view op, std::string_view arg, const TensorView& t,
                          Device device, std::int64_t hidden);
+
+// t is [n], contiguous, on `device` (x's), non-null when n > 0: a parameter vector whose length is
+// fixed by the op (PolyNorm's 3 weights); `what` says why, in the message. The dtype is the
+// caller's check.
+void check_parameter_vector(std::string_view op, std::string_view arg, const TensorView& t,
+                            Device device, std::int64_t n, std::string_view what);
+
+// A parameter's dtype (arg): x's or float32 (16-bit activations with float32 master weights).
+void check_parameter_dtype(std::string_view op, std::string_view arg, DType got, DType x_dtype);
+
+// t is a learnable scalar (or its gradient): one element (any shape) of `dtype`, non-null, on
+// `device` (x's).
+void check_scalar_parameter(std::string_view op, std::string_view arg, const TensorView& t,
+                            Device device, DType dtype);
 
 // t is a contiguous float32 tensor of `rows` elements (any shape) on `device` (x's): one
 // statistic per row, such as rstd.

@@ -8,6 +8,7 @@
 #include "ops/gated_rms_norm_args.h"
 #include "ops/glu_args.h"
 #include "ops/layer_norm_args.h"
+#include "ops/poly_norm_args.h"
 #include "ops/rms_norm_args.h"
 #include "ops/rope_args.h"
 #include "tigon/error.h"
@@ -36,6 +37,9 @@ void fused_add_rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavail
 std::size_t dyt_bwd_workspace_size(std::int64_t, std::int64_t, bool, int) { unavailable(); }
 void dyt_fwd(const detail::DytFwdArgs&, int, void*) { unavailable(); }
 void dyt_bwd(const detail::DytBwdArgs&, int, void*) { unavailable(); }
+std::size_t poly_norm_bwd_workspace_size(std::int64_t, std::int64_t, int) { unavailable(); }
+void poly_norm_fwd(const detail::PolyNormFwdArgs&, int, void*) { unavailable(); }
+void poly_norm_bwd(const detail::PolyNormBwdArgs&, int, void*) { unavailable(); }
 std::size_t gated_rms_norm_fwd_workspace_size(std::int64_t, std::int64_t, DType, int) {
   unavailable();
 }

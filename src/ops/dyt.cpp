@@ -15,37 +15,15 @@ namespace {
 constexpr const char* kFwd = "dyt_fwd";
 constexpr const char* kBwd = "dyt_bwd";
 
-// A parameter's dtype: x's or float32 (16-bit activations with float32 master weights).
-void check_parameter_dtype(const char* op, const char* arg, DType got, DType x_dtype) {
-  TIGON_CHECK_ARG(got == x_dtype || got == DType::kFloat32, op, arg,
-                  std::string("dtype ") + dtype_name(x_dtype) + " (x's) or float32",
-                  dtype_name(got), ErrorCode::kTypeError);
-}
-
-std::int64_t numel(const TensorView& t) {
-  std::int64_t n = 1;
-  for (int d = 0; d < t.ndim; ++d) n *= t.sizes[d];
-  return n;
-}
-
-// alpha (or dalpha): one element of `dtype` on x's device.
-void check_scalar(const char* op, const char* arg, const TensorView& t, const TensorView& x,
-                  DType dtype) {
-  detail::check_device(op, arg, t, x.device, "x's device");
-  detail::check_dtype(op, arg, t.dtype, dtype);
-  TIGON_CHECK_ARG(numel(t) == 1 && t.data != nullptr, op, arg, "a tensor of one element",
-                  detail::shape_string(t));
-}
-
 detail::DytParams checked_params(const char* op, const TensorView& x, std::int64_t hidden,
                                  const TensorView& alpha, const TensorView& gamma,
                                  const TensorView& beta) {
-  check_parameter_dtype(op, "alpha", alpha.dtype, x.dtype);
-  check_scalar(op, "alpha", alpha, x, alpha.dtype);
-  check_parameter_dtype(op, "gamma", gamma.dtype, x.dtype);
+  detail::check_parameter_dtype(op, "alpha", alpha.dtype, x.dtype);
+  detail::check_scalar_parameter(op, "alpha", alpha, x.device, alpha.dtype);
+  detail::check_parameter_dtype(op, "gamma", gamma.dtype, x.dtype);
   detail::check_hidden_vector(op, "gamma", gamma, x.device, hidden);
   if (beta.defined()) {
-    check_parameter_dtype(op, "beta", beta.dtype, x.dtype);
+    detail::check_parameter_dtype(op, "beta", beta.dtype, x.dtype);
     detail::check_hidden_vector(op, "beta", beta, x.device, hidden);
   }
   detail::DytParams p;
@@ -106,7 +84,7 @@ void dyt_bwd(const TensorView& dy, const TensorView& x, const TensorView& alpha,
   const detail::RowLayout dyl = detail::checked_like(kBwd, "dy", dy, x, x.dtype);
   const detail::RowLayout dxl = detail::checked_like(kBwd, "dx", dx, x, x.dtype);
   detail::check_alias(kBwd, "dx", dx, dxl, "dy", dy, dyl);
-  check_scalar(kBwd, "dalpha", dalpha, x, alpha.dtype);
+  detail::check_scalar_parameter(kBwd, "dalpha", dalpha, x.device, alpha.dtype);
   check_parameter_grad(kBwd, "dgamma", dgamma, x, xl.hidden, gamma.dtype);
   if (beta.defined()) check_parameter_grad(kBwd, "dbeta", dbeta, x, xl.hidden, beta.dtype);
   detail::check_workspace(kBwd, workspace, dyt_bwd_workspace_size(x, beta.defined()),

@@ -51,6 +51,8 @@ def test_public_api() -> None:
     assert issubclass(tigon.nn.FusedAddRMSNorm, torch.nn.Module)
     assert callable(tigon.ops.dyt)
     assert issubclass(tigon.nn.DyT, torch.nn.Module)
+    assert callable(tigon.ops.poly_norm)
+    assert issubclass(tigon.nn.PolyNorm, torch.nn.Module)
     assert callable(tigon.ops.gated_rms_norm)
     assert issubclass(tigon.nn.RMSNormGated, torch.nn.Module)
     for name in (
@@ -71,6 +73,8 @@ def test_public_api() -> None:
         "fused_add_rms_norm_bwd_inplace",
         "dyt_fwd",
         "dyt_bwd",
+        "poly_norm_fwd",
+        "poly_norm_bwd",
         "gated_rms_norm_fwd",
         "gated_rms_norm_bwd",
         "gated_rms_norm_bwd_inplace",
