@@ -48,17 +48,10 @@ void check_parameter_grad(const char* op, const char* arg, const TensorView& t, 
 void dyt_fwd(const TensorView& x, const TensorView& alpha, const TensorView& gamma,
              const TensorView& beta, const TensorView& y, Workspace, Stream stream) {
   const detail::RowLayout xl = detail::checked_norm_input(kFwd, x);
-  detail::DytFwdArgs a;
-  a.params = checked_params(kFwd, x, xl.hidden, alpha, gamma, beta);
+  const detail::DytParams params = checked_params(kFwd, x, xl.hidden, alpha, gamma, beta);
   const detail::RowLayout yl = detail::checked_like(kFwd, "y", y, x, x.dtype);
   if (xl.rows == 0) return;
-  a.rows = xl.rows;
-  a.hidden = xl.hidden;
-  a.x = x.data;
-  a.x_row_stride = xl.row_stride;
-  a.x_dtype = x.dtype;
-  a.y = y.data;
-  a.y_row_stride = yl.row_stride;
+  const detail::DytFwdArgs a = detail::elementwise_norm_fwd_args(params, x, xl, y, yl);
   if (x.device.type == DeviceType::kCUDA) {
     cuda::dyt_fwd(a, x.device.index, stream.cuda_stream);
   } else {

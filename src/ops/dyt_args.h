@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/elementwise_norm_args.h"
 #include "tigon/ops/dyt.h"
 
 namespace tigon::detail {
@@ -18,16 +19,7 @@ struct DytParams {
   DType beta_dtype = DType::kFloat32;
 };
 
-struct DytFwdArgs {
-  DytParams params;
-  std::int64_t rows = 0;
-  std::int64_t hidden = 0;
-  const void* x = nullptr;  // y has x's dtype
-  std::int64_t x_row_stride = 0;
-  DType x_dtype = DType::kFloat32;
-  void* y = nullptr;
-  std::int64_t y_row_stride = 0;
-};
+using DytFwdArgs = ElementwiseNormFwdArgs<DytParams>;
 
 struct DytBwdArgs {
   DytParams params;

@@ -38,17 +38,10 @@ detail::PolyNormParams checked_params(const char* op, const TensorView& x, const
 void poly_norm_fwd(const TensorView& x, const TensorView& weight, const TensorView& bias,
                    const TensorView& y, float eps, Workspace, Stream stream) {
   const detail::RowLayout xl = detail::checked_norm_input(kFwd, x);
-  detail::PolyNormFwdArgs a;
-  a.params = checked_params(kFwd, x, weight, bias, eps);
+  const detail::PolyNormParams params = checked_params(kFwd, x, weight, bias, eps);
   const detail::RowLayout yl = detail::checked_like(kFwd, "y", y, x, x.dtype);
   if (xl.rows == 0) return;
-  a.rows = xl.rows;
-  a.hidden = xl.hidden;
-  a.x = x.data;
-  a.x_row_stride = xl.row_stride;
-  a.x_dtype = x.dtype;
-  a.y = y.data;
-  a.y_row_stride = yl.row_stride;
+  const detail::PolyNormFwdArgs a = detail::elementwise_norm_fwd_args(params, x, xl, y, yl);
   if (x.device.type == DeviceType::kCUDA) {
     cuda::poly_norm_fwd(a, x.device.index, stream.cuda_stream);
   } else {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/elementwise_norm_args.h"
 #include "tigon/ops/poly_norm.h"
 
 namespace tigon::detail {
@@ -17,16 +18,7 @@ struct PolyNormParams {
   float eps = 1e-6f;
 };
 
-struct PolyNormFwdArgs {
-  PolyNormParams params;
-  std::int64_t rows = 0;
-  std::int64_t hidden = 0;
-  const void* x = nullptr;  // y has x's dtype
-  std::int64_t x_row_stride = 0;
-  DType x_dtype = DType::kFloat32;
-  void* y = nullptr;
-  std::int64_t y_row_stride = 0;
-};
+using PolyNormFwdArgs = ElementwiseNormFwdArgs<PolyNormParams>;
 
 struct PolyNormBwdArgs {
   PolyNormParams params;
