@@ -254,15 +254,17 @@ def assert_runs_close(
     """Asserts every step's loss, the eval top-k log-probs and every parameter agree.
 
     ``exact``: builds the same run in float64 (called only when needed). A parameter tensor
-    outside ``tol.params`` still passes when tigon is as accurate as the reference itself:
-    max |got - exact| <= 2 max |ref - exact|. AdamW divides each gradient by its running RMS, so
+    outside ``tol.params``, or eval log-probs outside ``tol.logprobs``, still pass when tigon is
+    as accurate as the reference itself: max |got - exact| <= 2 max |ref - exact|. AdamW divides each gradient by its running RMS, so
     an element whose gradient is a cancellation (e.g. through a norm's backward, which removes
     the component along its input) moves by order lr on rounding noise alone: the two float32
     runs can differ there by more than any fixed tolerance while both sit equally far from the
     float64 run. ``perturbed``: builds the reference run with one rounding of noise at its norms
     (train's ``rounding_noise``), called only when tigon is further from float64 than that bound:
     how far rounding alone carries such an element (one float32 run can land close to float64 by
-    chance), so the bound becomes 2 max(|ref - exact|, |perturbed - exact|).
+    chance), so the bound becomes 2 max(|ref - exact|, |perturbed - exact|). The log-probs of a
+    family whose training amplifies rounding (Apertus's xIELU on CUDA in float32: 5e-5 apart
+    after the tiny run, with only the loss patched) diverge the same way.
 
     Returns, per quantity, the max |difference| and the max ratio to the tolerance (<= 1).
     """
@@ -275,42 +277,57 @@ def assert_runs_close(
         f"{what}: loss differs by {worst['loss']:.3g} at step {step} "
         f"({ref.losses[step]!r} vs {got.losses[step]!r}); tolerance {tol.loss}"
     )
+    runs: dict[str, RunResult] = {}
+
+    def as_accurate(label: str, diff: float, tolerance: tuple[float, float], pick) -> float:
+        """Passes a quantity beyond ``tolerance`` when tigon is as close to float64 as the
+        reference (or the reference with rounding noise); returns tigon's ratio to that bound."""
+        if "exact" not in runs:
+            runs["exact"] = exact()
+        x = pick(runs["exact"]).double()
+
+        def from_exact(run: RunResult) -> float:
+            return (pick(run).double() - x).abs().max().item()
+
+        err_got, err_ref = from_exact(got), from_exact(ref)
+        floor, basis, noisy = err_ref, "the reference", ""
+        if err_got > 2 * err_ref and perturbed is not None:
+            if "perturbed" not in runs:
+                runs["perturbed"] = perturbed()
+            err_noisy = from_exact(runs["perturbed"])
+            noisy = f" (with rounding noise {err_noisy:.3g})"
+            if err_noisy > floor:
+                floor, basis = err_noisy, "the reference with rounding noise"
+        assert err_got <= 2 * floor, (
+            f"{what}: {label} differs by {diff:.3g} (tolerance {tolerance}) and is "
+            f"{err_got:.3g} from the float64 run, where the reference is {err_ref:.3g}{noisy}"
+        )
+        print(
+            f"{what}: {label} differs by {diff:.3g}, beyond {tolerance}; vs float64: "
+            f"tigon {err_got:.3g}, {basis} {floor:.3g} (as accurate: passes)"
+        )
+        return err_got / max(floor, 1e-30)
+
     worst["logprobs"], worst["logprobs_ratio"] = max_violation(
         got.eval_topk, ref.eval_topk, tol.logprobs
     )
-    assert worst["logprobs_ratio"] <= 1, (
-        f"{what}: eval top-k log-probs differ by {worst['logprobs']:.3g}; tolerance {tol.logprobs}"
-    )
+    if worst["logprobs_ratio"] > 1 and exact is not None:
+        worst["logprobs_vs_float64"] = as_accurate(
+            "eval top-k log-probs", worst["logprobs"], tol.logprobs, lambda run: run.eval_topk
+        )
+    else:
+        assert worst["logprobs_ratio"] <= 1, (
+            f"{what}: eval top-k log-probs differ by {worst['logprobs']:.3g}; "
+            f"tolerance {tol.logprobs}"
+        )
     assert ref.params.keys() == got.params.keys(), f"{what}: parameter names differ"
     worst["params"] = worst["params_ratio"] = 0.0
-    exact_run: RunResult | None = None
-    perturbed_run: RunResult | None = None
     for name, p_ref in ref.params.items():
         diff, ratio = max_violation(got.params[name].float(), p_ref.float(), tol.params)
         if ratio > 1 and exact is not None:
-            exact_run = exact_run or exact()
-            x = exact_run.params[name].double()
-
-            def from_exact(run: RunResult) -> float:
-                return (run.params[name].double() - x).abs().max().item()
-
-            err_got, err_ref = from_exact(got), from_exact(ref)
-            floor, basis, noisy = err_ref, "the reference", ""
-            if err_got > 2 * err_ref and perturbed is not None:
-                perturbed_run = perturbed_run or perturbed()
-                err_noisy = from_exact(perturbed_run)
-                noisy = f" (with rounding noise {err_noisy:.3g})"
-                if err_noisy > floor:
-                    floor, basis = err_noisy, "the reference with rounding noise"
-            assert err_got <= 2 * floor, (
-                f"{what}: parameter {name} differs by {diff:.3g} (tolerance {tol.params}) and is "
-                f"{err_got:.3g} from the float64 run, where the reference is {err_ref:.3g}{noisy}"
+            ratio_64 = as_accurate(
+                f"parameter {name}", diff, tol.params, lambda run, name=name: run.params[name]
             )
-            print(
-                f"{what}: parameter {name} differs by {diff:.3g}, beyond {tol.params}; vs float64: "
-                f"tigon {err_got:.3g}, {basis} {floor:.3g} (as accurate: passes)"
-            )
-            ratio_64 = err_got / max(floor, 1e-30)
             worst["params_vs_float64"] = max(worst.get("params_vs_float64", 0.0), ratio_64)
             continue
         worst["params"] = max(worst["params"], diff)
