@@ -11,6 +11,7 @@
 #include "tigon/ops/fused_linear_cross_entropy.h"
 #include "tigon/ops/gated_rms_norm.h"
 #include "tigon/ops/glu.h"
+#include "tigon/ops/group_norm.h"
 #include "tigon/ops/layer_norm.h"
 #include "tigon/ops/poly_norm.h"
 #include "tigon/ops/rms_norm.h"

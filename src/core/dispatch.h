@@ -26,6 +26,32 @@ decltype(auto) dispatch_dtype(DType dtype, F&& f) {
   return f(TypeTag<float>{});
 }
 
+// A parameter's storage type next to activations X: float32, or X (the only other dtype the
+// norms' validation lets through).
+template <typename X, typename F>
+void dispatch_parameter(DType dtype, F&& f) {
+  if (dtype == DType::kFloat32) {
+    f(TypeTag<float>{});
+  } else {
+    f(TypeTag<X>{});
+  }
+}
+
+// Calls f.template operator()<X, P1, P2>() with x's type and two parameters' types (a norm's
+// weight and bias, or its gradients).
+template <typename F>
+void dispatch_norm_types(DType x_dtype, DType p1_dtype, DType p2_dtype, F&& f) {
+  dispatch_dtype(x_dtype, [&](auto x_tag) {
+    using X = typename decltype(x_tag)::type;
+    dispatch_parameter<X>(p1_dtype, [&](auto p1_tag) {
+      dispatch_parameter<X>(p2_dtype, [&](auto p2_tag) {
+        f.template
+        operator()<X, typename decltype(p1_tag)::type, typename decltype(p2_tag)::type>();
+      });
+    });
+  });
+}
+
 template <typename F>
 decltype(auto) dispatch_casting_mode(CastingMode mode, F&& f) {
   switch (mode) {

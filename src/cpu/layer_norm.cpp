@@ -96,30 +96,6 @@ void backward(const LayerNormBwdArgs& a) {
   if (db_partials) finish_column_sums(db_partials, chunks, hidden, static_cast<DB*>(a.db));
 }
 
-// A parameter's storage type: float32, or X (the only other dtype validation lets through).
-template <typename X, typename F>
-void dispatch_parameter(DType dtype, F&& f) {
-  if (dtype == DType::kFloat32) {
-    f(detail::TypeTag<float>{});
-  } else {
-    f(detail::TypeTag<X>{});
-  }
-}
-
-// Calls f.template operator()<X, P1, P2>() with x's type and the two parameters' types.
-template <typename F>
-void dispatch(DType x_dtype, DType p1_dtype, DType p2_dtype, F&& f) {
-  detail::dispatch_dtype(x_dtype, [&](auto x_tag) {
-    using X = typename decltype(x_tag)::type;
-    dispatch_parameter<X>(p1_dtype, [&](auto p1_tag) {
-      dispatch_parameter<X>(p2_dtype, [&](auto p2_tag) {
-        f.template
-        operator()<X, typename decltype(p1_tag)::type, typename decltype(p2_tag)::type>();
-      });
-    });
-  });
-}
-
 }  // namespace
 
 std::size_t layer_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, bool wants_dw,
@@ -129,8 +105,8 @@ std::size_t layer_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden
 }
 
 void layer_norm_fwd(const LayerNormFwdArgs& a) {
-  dispatch(a.x_dtype, a.weight_dtype, a.bias_dtype,
-           [&]<typename X, typename W, typename B>() { forward<X, W, B>(a); });
+  detail::dispatch_norm_types(a.x_dtype, a.weight_dtype, a.bias_dtype,
+                              [&]<typename X, typename W, typename B>() { forward<X, W, B>(a); });
 }
 
 void layer_norm_bwd(const LayerNormBwdArgs& a) {
@@ -139,8 +115,9 @@ void layer_norm_bwd(const LayerNormBwdArgs& a) {
     if (a.db) std::memset(a.db, 0, element_size(a.db_dtype) * a.hidden);
     return;
   }
-  dispatch(a.x_dtype, a.weight_dtype, a.db_dtype,
-           [&]<typename X, typename W, typename DB>() { backward<X, W, DB>(a); });
+  detail::dispatch_norm_types(
+      a.x_dtype, a.weight_dtype, a.db_dtype,
+      [&]<typename X, typename W, typename DB>() { backward<X, W, DB>(a); });
 }
 
 }  // namespace tigon::cpu

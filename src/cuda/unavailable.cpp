@@ -6,6 +6,7 @@
 #include "ops/fused_add_rms_norm_args.h"
 #include "ops/fused_linear_cross_entropy_args.h"
 #include "ops/gated_rms_norm_args.h"
+#include "ops/group_norm_args.h"
 #include "ops/glu_args.h"
 #include "ops/layer_norm_args.h"
 #include "ops/poly_norm_args.h"
@@ -26,6 +27,8 @@ std::size_t rms_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, bool,
 }
 void rms_norm_fwd(const detail::RmsNormFwdArgs&, int, void*) { unavailable(); }
 void rms_norm_bwd(const detail::RmsNormBwdArgs&, int, void*) { unavailable(); }
+void group_norm_fwd(const detail::GroupNormFwdArgs&, int, void*) { unavailable(); }
+void group_norm_bwd(const detail::GroupNormBwdArgs&, int, void*) { unavailable(); }
 std::size_t layer_norm_bwd_workspace_size(std::int64_t, std::int64_t, DType, bool, bool, int) {
   unavailable();
 }

@@ -19,6 +19,7 @@ from tigon.nn.glu import (
     glu_packed_down_proj,
     use_tigon_experts,
 )
+from tigon.nn.group_norm import GroupNorm
 from tigon.nn.layer_norm import LayerNorm
 from tigon.nn.poly_norm import PolyNorm
 from tigon.nn.rms_norm import RMSNorm
@@ -30,6 +31,7 @@ __all__ = [
     "FusedAddRMSNorm",
     "FusedLinearCrossEntropyLoss",
     "GeGLUMLP",
+    "GroupNorm",
     "JSD",
     "KLDivLoss",
     "LayerNorm",

@@ -7,6 +7,7 @@ from tigon.ops.fused_add_rms_norm import fused_add_rms_norm
 from tigon.ops.fused_linear_cross_entropy import fused_linear_cross_entropy
 from tigon.ops.gated_rms_norm import gated_rms_norm
 from tigon.ops.glu import geglu, geglu_packed, glu, glu_packed, swiglu, swiglu_packed
+from tigon.ops.group_norm import group_norm
 from tigon.ops.layer_norm import layer_norm
 from tigon.ops.poly_norm import poly_norm
 from tigon.ops.rms_norm import CASTING_MODES, rms_norm
@@ -27,6 +28,7 @@ __all__ = [
     "geglu_packed",
     "glu",
     "glu_packed",
+    "group_norm",
     "jsd",
     "kl_div",
     "layer_norm",
