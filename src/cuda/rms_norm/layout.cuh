@@ -319,6 +319,12 @@ struct FwdParams {
   RowSplit split;
   bool fold_half = false;  // light kernel: FwdConfig::fold_half
   SliceSums slice_sums;
+  // fused_add_rms_norm (the kernels' kResidual instantiations): the row normalized is
+  // h = x + residual, stored to h. Unused by plain RMSNorm.
+  const void* residual = nullptr;
+  std::int64_t residual_row_stride = 0;
+  void* h = nullptr;
+  std::int64_t h_row_stride = 0;
 };
 
 struct BwdParams {
@@ -338,6 +344,10 @@ struct BwdParams {
   RowSplit split;
   bool prefetch = false;  // BwdConfig::prefetch
   SliceSums slice_sums;
+  // fused_add_rms_norm (kResidual): x is h, and dx = dh + the norm's dx. dh may be dx (in place),
+  // so like dy it is never read through the read-only path. Unused by plain RMSNorm.
+  const void* dh = nullptr;
+  std::int64_t dh_row_stride = 0;
 };
 
 // The storage types and options a math::RmsNorm instantiation was built for.
