@@ -119,7 +119,8 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     if (k < packs) {
-      const Pack<X, P> dh_k = kResidual && kSliced ? load_pack<X, P>(dh_row + k * stride) : dh[k];
+      const Pack<X, P> dh_k =
+          kResidual && !kDhEarly<Math, kSliced> ? load_pack<X, P>(dh_row + k * stride) : dh[k];
       grad_pack<Math, P, kResidual>(dy[k], x[k], w[k], p.offset, r, mean_m_xhat, acc[k],
                                     dx_row + k * stride, dh_k);
     }
