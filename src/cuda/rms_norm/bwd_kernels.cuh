@@ -72,6 +72,17 @@ __device__ __forceinline__ void grad_pack(const Pack<typename MathTraits<Math>::
   store_pack<typename T::X, P>(dx, out);
 }
 
+// Row `row` of dh from element `first` on (kResidual; null for plain RMSNorm, which has no dh).
+template <bool kResidual, typename X>
+__device__ __forceinline__ const X* dh_row_of(const BwdParamsOf<kResidual>& p, std::int64_t row,
+                                              std::int64_t first) {
+  if constexpr (kResidual) {
+    return static_cast<const X*>(p.dh) + row * p.dh_row_stride + first;
+  } else {
+    return nullptr;
+  }
+}
+
 // Whether the register backward loads dh (kResidual) with dy and x, before the row's reduction:
 // not where its registers are short already (cuobjdump/ptxas -v, sm_90, 2026-12-07: the cluster
 // kernel, and float32 weights loaded at each use beside 16-bit x, spilled 24-56 bytes).
@@ -85,8 +96,8 @@ inline constexpr bool kDhEarly =
 // the same order. dh[k]: h's gradient packs (kResidual only); loaded here, after the reduction,
 // where kDhEarly<Math, kSliced> is false (the registers would spill).
 template <typename Math, int P, int K, bool kSliced, bool kResidual>
-__device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& t, std::int64_t row,
-                                         float r,
+__device__ __forceinline__ void grad_row(const BwdParamsOf<kResidual>& p, const ThreadShare& t,
+                                         std::int64_t row, float r,
                                          const Pack<typename MathTraits<Math>::Y, P> (&dy)[K],
                                          const Pack<typename MathTraits<Math>::X, P> (&x)[K],
                                          const Pack<typename MathTraits<Math>::X, P> (&dh)[K],
@@ -114,15 +125,17 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
 
   const float mean_m_xhat = sum / static_cast<float>(p.hidden);
   X* dx_row = static_cast<X*>(p.dx) + row * p.dx_row_stride + t.first_pack * P;
-  const X* dh_row =
-      kResidual ? static_cast<const X*>(p.dh) + row * p.dh_row_stride + t.first_pack * P : nullptr;
+  const X* dh_row = dh_row_of<kResidual, X>(p, row, t.first_pack * P);
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     if (k < packs) {
-      const Pack<X, P> dh_k =
-          kResidual && !kDhEarly<Math, kSliced> ? load_pack<X, P>(dh_row + k * stride) : dh[k];
-      grad_pack<Math, P, kResidual>(dy[k], x[k], w[k], p.offset, r, mean_m_xhat, acc[k],
-                                    dx_row + k * stride, dh_k);
+      if constexpr (kResidual && !kDhEarly<Math, kSliced>) {
+        grad_pack<Math, P, kResidual>(dy[k], x[k], w[k], p.offset, r, mean_m_xhat, acc[k],
+                                      dx_row + k * stride, load_pack<X, P>(dh_row + k * stride));
+      } else {
+        grad_pack<Math, P, kResidual>(dy[k], x[k], w[k], p.offset, r, mean_m_xhat, acc[k],
+                                      dx_row + k * stride, dh[k]);
+      }
     }
   }
 }
@@ -188,7 +201,8 @@ inline std::size_t dw_slot_floats(const RowSplit& split) {
 // kResidual: dh is loaded with dy and x where kDhEarly (else after the row's reduction, grad_row),
 // and prefetched with them.
 template <typename Math, int P, bool kSliced, bool kResidual = false>
-__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(kMaxRowThreads, 1)
+    rms_norm_bwd_kernel(const BwdParamsOf<kResidual> p) {
   allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
   using T = MathTraits<Math>;
   using X = typename T::X;
@@ -215,9 +229,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
       const int packs = row < group_end ? t.packs : 0;
       const Y* dy_row = static_cast<const Y*>(p.dy) + row * p.dy_row_stride + t.first_pack * P;
       const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + t.first_pack * P;
-      const X* dh_row = kResidual
-                            ? static_cast<const X*>(p.dh) + row * p.dh_row_stride + t.first_pack * P
-                            : nullptr;
+      const X* dh_row = dh_row_of<kResidual, X>(p, row, t.first_pack * P);
       Pack<Y, P> dy[K];
       Pack<X, P> x[K];
       Pack<X, P> dh[K];
@@ -263,7 +275,7 @@ inline constexpr int kChunkRows = 32;
 
 template <typename Math, int P, bool kResidual = false>
 __global__ void __launch_bounds__(kTwoPassThreads, 1)
-    rms_norm_bwd_two_pass_kernel(const BwdParams p) {
+    rms_norm_bwd_two_pass_kernel(const BwdParamsOf<kResidual> p) {
   allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
   using T = MathTraits<Math>;
   using X = typename T::X;

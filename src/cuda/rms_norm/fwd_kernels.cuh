@@ -105,7 +105,8 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
 // repeats: h may alias x or residual); plain RMSNorm compiles none of it.
 template <typename Math, int P, int K = kFwdPacksPerThread, bool kSliced = false,
           bool kResidual = false>
-__global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const FwdParams p) {
+__global__ void __launch_bounds__(kMaxRowThreads, 2)
+    rms_norm_fwd_kernel(const FwdParamsOf<kResidual> p) {
   static_assert(!kSliced || K == kFwdPacksPerThread, "only the 8-pack kernel takes slices");
   using X = typename MathTraits<Math>::X;
   constexpr bool kWeightEarly =
@@ -171,7 +172,7 @@ __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const F
 // pass reads h back (from L2, written a moment before).
 template <typename Math, int P, int kUnroll, bool kResidual = false>
 __global__ void __launch_bounds__(kTwoPassThreads, kUnroll >= 4 ? 2 : 3)
-    rms_norm_fwd_two_pass_kernel(const FwdParams p) {
+    rms_norm_fwd_two_pass_kernel(const FwdParamsOf<kResidual> p) {
   using T = MathTraits<Math>;
   using X = typename T::X;
   using W = typename T::W;

@@ -79,8 +79,8 @@ void launch_slices(void (*kernel)(Params), std::int64_t grid, std::size_t smem, 
 }
 
 // One CTA (or cluster) per block of rows; kernels loop if the grid had to be capped.
-inline void launch_fwd_rows(void (*kernel)(FwdParams), const FwdParams& p, float* sums,
-                            cudaStream_t stream) {
+template <typename Params>
+void launch_fwd_rows(void (*kernel)(Params), const Params& p, float* sums, cudaStream_t stream) {
   const std::int64_t units = ceil_div(p.rows, rows_per_block(p.split));
   const std::int64_t grid = std::min(units, kMaxGridBlocks / p.split.slices) * p.split.slices;
   launch_slices(kernel, grid, 0, p, sums, stream);
@@ -89,7 +89,7 @@ inline void launch_fwd_rows(void (*kernel)(FwdParams), const FwdParams& p, float
 // kResidual: fused_add_rms_norm's kernels (h = x + residual normalized and stored).
 template <typename Math, int P, bool kResidual>
 void launch_fwd(const detail::RmsNormFwdArgs& a, const FwdConfig& c, cudaStream_t stream) {
-  FwdParams p;
+  FwdParamsOf<kResidual> p;
   p.x = a.x;
   p.x_row_stride = a.x_row_stride;
   p.weight = a.weight;
@@ -102,10 +102,12 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, const FwdConfig& c, cudaStream_
   p.offset = a.params.offset;
   p.split = c.split;
   p.fold_half = c.fold_half;
-  p.residual = a.residual;
-  p.residual_row_stride = a.residual_row_stride;
-  p.h = a.h;
-  p.h_row_stride = a.h_row_stride;
+  if constexpr (kResidual) {
+    p.residual = a.residual;
+    p.residual_row_stride = a.residual_row_stride;
+    p.h = a.h;
+    p.h_row_stride = a.h_row_stride;
+  }
   float* sums = c.slice_sums ? static_cast<float*>(a.workspace) : nullptr;
   switch (c.kernel) {
     case FwdKernel::kTwoPass:
@@ -136,7 +138,7 @@ void launch_fwd(const detail::RmsNormFwdArgs& a, const FwdConfig& c, cudaStream_
 template <typename Math, int P, bool kResidual>
 void launch_bwd(const detail::RmsNormBwdArgs& a, const BwdConfig& c, cudaStream_t stream) {
   using T = MathTraits<Math>;
-  BwdParams p;
+  BwdParamsOf<kResidual> p;
   p.dy = a.dy;
   p.dy_row_stride = a.dy_row_stride;
   p.x = a.x;
@@ -152,8 +154,10 @@ void launch_bwd(const detail::RmsNormBwdArgs& a, const BwdConfig& c, cudaStream_
   p.groups = c.groups;
   p.split = c.split;
   p.prefetch = c.prefetch;
-  p.dh = a.dh;
-  p.dh_row_stride = a.dh_row_stride;
+  if constexpr (kResidual) {
+    p.dh = a.dh;
+    p.dh_row_stride = a.dh_row_stride;
+  }
   // One CTA (or cluster) per dW group: which rows a group sums never depends on the grid.
   if (p.split.two_pass) {
     launch_kernel(rms_norm_bwd_two_pass_kernel<Math, P, kResidual>, p.groups.groups,

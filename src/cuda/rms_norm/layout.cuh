@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/slice_pass.h"
 #include "math/rms_norm.h"
@@ -319,12 +320,6 @@ struct FwdParams {
   RowSplit split;
   bool fold_half = false;  // light kernel: FwdConfig::fold_half
   SliceSums slice_sums;
-  // fused_add_rms_norm (the kernels' kResidual instantiations): the row normalized is
-  // h = x + residual, stored to h. Unused by plain RMSNorm.
-  const void* residual = nullptr;
-  std::int64_t residual_row_stride = 0;
-  void* h = nullptr;
-  std::int64_t h_row_stride = 0;
 };
 
 struct BwdParams {
@@ -344,11 +339,29 @@ struct BwdParams {
   RowSplit split;
   bool prefetch = false;  // BwdConfig::prefetch
   SliceSums slice_sums;
-  // fused_add_rms_norm (kResidual): x is h, and dx = dh + the norm's dx. dh may be dx (in place),
-  // so like dy it is never read through the read-only path. Unused by plain RMSNorm.
+};
+
+// fused_add_rms_norm's kernels (kResidual): RMSNorm's parameters and the residual's. Plain
+// RMSNorm's kernels take FwdParams / BwdParams themselves, so their parameters, and with them
+// their machine code, are what they were without the fused op.
+struct ResidualFwdParams : FwdParams {
+  const void* residual = nullptr;  // the row normalized is h = x + residual, stored to h
+  std::int64_t residual_row_stride = 0;
+  void* h = nullptr;
+  std::int64_t h_row_stride = 0;
+};
+
+struct ResidualBwdParams : BwdParams {
+  // x is h, and dx = dh + the norm's dx. dh may be dx (in place), so like dy it is never read
+  // through the read-only path.
   const void* dh = nullptr;
   std::int64_t dh_row_stride = 0;
 };
+
+template <bool kResidual>
+using FwdParamsOf = std::conditional_t<kResidual, ResidualFwdParams, FwdParams>;
+template <bool kResidual>
+using BwdParamsOf = std::conditional_t<kResidual, ResidualBwdParams, BwdParams>;
 
 // The storage types and options a math::RmsNorm instantiation was built for.
 template <typename Math>
