@@ -17,9 +17,14 @@ constexpr const char* kBwd = "fused_add_rms_norm_bwd";
 
 }  // namespace
 
+// RMSNorm's forward workspace (slice sums of long rows on a GPU without clusters).
 std::size_t fused_add_rms_norm_fwd_workspace_size(const RmsNormParams&, const TensorView& x,
                                                   const TensorView&) {
-  detail::checked_rms_norm_input("fused_add_rms_norm_fwd_workspace_size", x);
+  const detail::RowLayout xl =
+      detail::checked_rms_norm_input("fused_add_rms_norm_fwd_workspace_size", x);
+  if (x.device.type == DeviceType::kCUDA) {
+    return cuda::rms_norm_fwd_workspace_size(xl.rows, xl.hidden, x.dtype, x.device.index);
+  }
   return 0;
 }
 

@@ -28,7 +28,7 @@
 
 namespace tigon {
 
-// Scratch bytes fused_add_rms_norm_fwd needs (currently 0 on the CPU; always ask).
+// Scratch bytes fused_add_rms_norm_fwd needs (0 on the CPU; on CUDA, RMSNorm's: always ask).
 std::size_t fused_add_rms_norm_fwd_workspace_size(const RmsNormParams& params, const TensorView& x,
                                                   const TensorView& weight);
 

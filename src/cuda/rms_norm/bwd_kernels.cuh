@@ -2,6 +2,8 @@
 // dw_finish.cuh then adds the partial rows in order and rounds to the weight dtype.
 // No float atomics anywhere: every sum has a fixed order, so dW and dx are bitwise reproducible.
 // dx may alias dy (in place): each element's dy is read by the thread that later writes its dx.
+// kResidual (fused_add_rms_norm): x is h and dx = dh + the norm's dx (math::ResidualAdd); dx may
+// alias dh, read like dy by the thread that writes dx. Plain RMSNorm compiles none of it.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +14,7 @@
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/layout.cuh"
+#include "cuda/rms_norm/residual_pack.cuh"
 #include "cuda/rms_norm/row_sum.cuh"
 #include "cuda/rms_norm/thread_share.cuh"
 #include "cuda/rms_norm/weight_pack.cuh"
@@ -39,13 +42,15 @@ __device__ __forceinline__ float grad_dot_pack(const Pack<typename MathTraits<Ma
   return sum;
 }
 
-// dx for one pack (stored to dx), and the pack's dW terms added to acc (affine only).
-template <typename Math, int P>
+// dx for one pack (stored to dx), and the pack's dW terms added to acc (affine only). dh: h's own
+// gradient, added to dx with kResidual (ignored otherwise).
+template <typename Math, int P, bool kResidual = false>
 __device__ __forceinline__ void grad_pack(const Pack<typename MathTraits<Math>::Y, P>& dy,
                                           const Pack<typename MathTraits<Math>::X, P>& x,
                                           const Pack<typename MathTraits<Math>::W, P>& w,
                                           float offset, float r, float mean_m_xhat, float (&acc)[P],
-                                          typename MathTraits<Math>::X* dx) {
+                                          typename MathTraits<Math>::X* dx,
+                                          const Pack<typename MathTraits<Math>::X, P>& dh = {}) {
   using T = MathTraits<Math>;
   typename T::X out[P];
 #pragma unroll
@@ -57,21 +62,45 @@ __device__ __forceinline__ void grad_pack(const Pack<typename MathTraits<Math>::
       s = Math::scale(w.at(i), offset);
       acc[i] += Math::grad_weight_term(g, xf, r);
     }
-    out[i] = math::from_float<typename T::X>(
-        Math::grad_input(Math::grad_scaled(g, s), xf * r, r, mean_m_xhat));
+    const float norm_dx = Math::grad_input(Math::grad_scaled(g, s), xf * r, r, mean_m_xhat);
+    if constexpr (kResidual) {
+      out[i] = math::ResidualAdd<typename T::X>::grad(dh.value(i), norm_dx);
+    } else {
+      out[i] = math::from_float<typename T::X>(norm_dx);
+    }
   }
   store_pack<typename T::X, P>(dx, out);
 }
 
+// Row `row` of dh from element `first` on (kResidual; null for plain RMSNorm, which has no dh).
+template <bool kResidual, typename X>
+__device__ __forceinline__ const X* dh_row_of(const BwdParamsOf<kResidual>& p, std::int64_t row,
+                                              std::int64_t first) {
+  if constexpr (kResidual) {
+    return static_cast<const X*>(p.dh) + row * p.dh_row_stride + first;
+  } else {
+    return nullptr;
+  }
+}
+
+// Whether the register backward loads dh (kResidual) with dy and x, before the row's reduction:
+// not where its registers are short already (cuobjdump/ptxas -v, sm_90, 2026-12-07: the cluster
+// kernel, and float32 weights loaded at each use beside 16-bit x, spilled 24-56 bytes).
+template <typename Math, bool kSliced>
+inline constexpr bool kDhEarly =
+    !kSliced && sizeof(typename MathTraits<Math>::W) <= sizeof(typename MathTraits<Math>::X);
+
 // One row's step once this thread's packs dy[k], x[k], k < packs, are in registers (packs = 0 for
 // a slot past its group's rows): the row's sum of dy * s * xhat over its group (and cluster), dx,
 // and the row's dW terms added to acc. Every thread of the block (and cluster) must call it, in
-// the same order.
-template <typename Math, int P, int K, bool kSliced>
-__device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& t, std::int64_t row,
-                                         float r,
+// the same order. dh[k]: h's gradient packs (kResidual only); loaded here, after the reduction,
+// where kDhEarly<Math, kSliced> is false (the registers would spill).
+template <typename Math, int P, int K, bool kSliced, bool kResidual>
+__device__ __forceinline__ void grad_row(const BwdParamsOf<kResidual>& p, const ThreadShare& t,
+                                         std::int64_t row, float r,
                                          const Pack<typename MathTraits<Math>::Y, P> (&dy)[K],
                                          const Pack<typename MathTraits<Math>::X, P> (&x)[K],
+                                         const Pack<typename MathTraits<Math>::X, P> (&dh)[K],
                                          int packs, float (&acc)[K][P], RowSum<kSliced>& row_sum) {
   using T = MathTraits<Math>;
   using X = typename T::X;
@@ -96,10 +125,17 @@ __device__ __forceinline__ void grad_row(const BwdParams& p, const ThreadShare& 
 
   const float mean_m_xhat = sum / static_cast<float>(p.hidden);
   X* dx_row = static_cast<X*>(p.dx) + row * p.dx_row_stride + t.first_pack * P;
+  const X* dh_row = dh_row_of<kResidual, X>(p, row, t.first_pack * P);
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     if (k < packs) {
-      grad_pack<Math, P>(dy[k], x[k], w[k], p.offset, r, mean_m_xhat, acc[k], dx_row + k * stride);
+      if constexpr (kResidual && !kDhEarly<Math, kSliced>) {
+        grad_pack<Math, P, kResidual>(dy[k], x[k], w[k], p.offset, r, mean_m_xhat, acc[k],
+                                      dx_row + k * stride, load_pack<X, P>(dh_row + k * stride));
+      } else {
+        grad_pack<Math, P, kResidual>(dy[k], x[k], w[k], p.offset, r, mean_m_xhat, acc[k],
+                                      dx_row + k * stride, dh[k]);
+      }
     }
   }
 }
@@ -162,8 +198,11 @@ inline std::size_t dw_slot_floats(const RowSplit& split) {
 // by L2 prefetches of the group's next row block, so memory stays busy through the row's
 // reduction. Dynamic shared memory: dw_slot_floats<Math, P>.
 // kSliced: the split has slices; rows of one CTA run without the slice code (RowSum<false>).
-template <typename Math, int P, bool kSliced>
-__global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const BwdParams p) {
+// kResidual: dh is loaded with dy and x where kDhEarly (else after the row's reduction, grad_row),
+// and prefetched with them.
+template <typename Math, int P, bool kSliced, bool kResidual = false>
+__global__ void __launch_bounds__(kMaxRowThreads, 1)
+    rms_norm_bwd_kernel(const BwdParamsOf<kResidual> p) {
   allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
   using T = MathTraits<Math>;
   using X = typename T::X;
@@ -190,13 +229,18 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
       const int packs = row < group_end ? t.packs : 0;
       const Y* dy_row = static_cast<const Y*>(p.dy) + row * p.dy_row_stride + t.first_pack * P;
       const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + t.first_pack * P;
+      const X* dh_row = dh_row_of<kResidual, X>(p, row, t.first_pack * P);
       Pack<Y, P> dy[K];
       Pack<X, P> x[K];
+      Pack<X, P> dh[K];
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         if (k < packs) {
           dy[k] = load_pack<Y, P>(dy_row + k * stride);
           x[k] = load_pack<X, P>(x_row + k * stride);
+          if constexpr (kResidual && kDhEarly<Math, kSliced>) {
+            dh[k] = load_pack<X, P>(dh_row + k * stride);
+          }
         }
       }
       if (p.prefetch && row + t.rows_in_block < group_end) {
@@ -206,11 +250,12 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
           if (k < packs) {
             prefetch_l2(dy_row + ahead * p.dy_row_stride + k * stride);
             prefetch_l2(x_row + ahead * p.x_row_stride + k * stride);
+            if constexpr (kResidual) prefetch_l2(dh_row + ahead * p.dh_row_stride + k * stride);
           }
         }
       }
       const float r = row < group_end ? p.rstd[row] : 0.0f;
-      grad_row<Math, P, K>(p, t, row, r, dy, x, packs, acc, row_sum);
+      grad_row<Math, P, K, kSliced, kResidual>(p, t, row, r, dy, x, dh, packs, acc, row_sum);
     }
     if (!kSliced || p.slice_sums.pass != SlicePass::kPublish) {
       store_dw_partial<Math, P, K>(p, t, g, acc, slot_partials);
@@ -228,9 +273,9 @@ __global__ void __launch_bounds__(kMaxRowThreads, 1) rms_norm_bwd_kernel(const B
 // but correct for any length, with no shared-memory or register limit.
 inline constexpr int kChunkRows = 32;
 
-template <typename Math, int P>
+template <typename Math, int P, bool kResidual = false>
 __global__ void __launch_bounds__(kTwoPassThreads, 1)
-    rms_norm_bwd_two_pass_kernel(const BwdParams p) {
+    rms_norm_bwd_two_pass_kernel(const BwdParamsOf<kResidual> p) {
   allow_dependent_launch();  // the dW finishing kernel waits for this whole grid anyway
   using T = MathTraits<Math>;
   using X = typename T::X;
@@ -300,6 +345,7 @@ __global__ void __launch_bounds__(kTwoPassThreads, 1)
         for (int c0 = 0; c0 < chunk_rows; c0 += kRowUnroll) {
           Pack<Y, P> dy[kRowUnroll];
           Pack<X, P> x[kRowUnroll];
+          Pack<X, P> dh[kRowUnroll];
 #pragma unroll
           for (int u = 0; u < kRowUnroll; ++u) {
             const std::int64_t row = chunk + c0 + u;
@@ -307,14 +353,19 @@ __global__ void __launch_bounds__(kTwoPassThreads, 1)
               dy[u] =
                   load_pack<Y, P>(static_cast<const Y*>(p.dy) + row * p.dy_row_stride + pack * P);
               x[u] = load_pack<X, P>(static_cast<const X*>(p.x) + row * p.x_row_stride + pack * P);
+              if constexpr (kResidual) {
+                dh[u] =
+                    load_pack<X, P>(static_cast<const X*>(p.dh) + row * p.dh_row_stride + pack * P);
+              }
             }
           }
 #pragma unroll
           for (int u = 0; u < kRowUnroll; ++u) {
             const std::int64_t row = chunk + c0 + u;
             if (c0 + u < chunk_rows) {
-              grad_pack<Math, P>(dy[u], x[u], w, p.offset, p.rstd[row], chunk_means[c0 + u], acc,
-                                 static_cast<X*>(p.dx) + row * p.dx_row_stride + pack * P);
+              grad_pack<Math, P, kResidual>(
+                  dy[u], x[u], w, p.offset, p.rstd[row], chunk_means[c0 + u], acc,
+                  static_cast<X*>(p.dx) + row * p.dx_row_stride + pack * P, dh[u]);
             }
           }
         }

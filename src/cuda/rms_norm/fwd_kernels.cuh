@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/l2_policy.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/layout.cuh"
+#include "cuda/rms_norm/residual_pack.cuh"
 #include "cuda/rms_norm/row_sum.cuh"
 #include "cuda/rms_norm/thread_share.cuh"
 #include "cuda/rms_norm/weight_pack.cuh"
@@ -98,8 +100,13 @@ __device__ __forceinline__ void normalize_row(const FwdParams& p, const ThreadSh
 // kFwdPacksPerThread, or kLightPacksPerThread for the light kernel: 64 registers at most (1024
 // threads an SM); the split must give each thread at most K packs. kSliced: the split has slices
 // (the 8-pack kernel only); rows of one CTA run without the slice code (RowSum<false>).
-template <typename Math, int P, int K = kFwdPacksPerThread, bool kSliced = false>
-__global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const FwdParams p) {
+// kResidual (fused_add_rms_norm): the row is h = x + residual, formed as the packs arrive and
+// stored to h before the reduction (not by SlicePass's publishing pass, which the gathering pass
+// repeats: h may alias x or residual); plain RMSNorm compiles none of it.
+template <typename Math, int P, int K = kFwdPacksPerThread, bool kSliced = false,
+          bool kResidual = false>
+__global__ void __launch_bounds__(kMaxRowThreads, 2)
+    rms_norm_fwd_kernel(const FwdParamsOf<kResidual> p) {
   static_assert(!kSliced || K == kFwdPacksPerThread, "only the 8-pack kernel takes slices");
   using X = typename MathTraits<Math>::X;
   constexpr bool kWeightEarly =
@@ -116,9 +123,35 @@ __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const F
     const int packs = row < p.rows ? t.packs : 0;
     const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride + t.first_pack * P;
     Pack<X, P> x[K];
+    if constexpr (kResidual) {
+      // Each pack of h formed as soon as its x and residual packs arrive keeps the 8-pack kernel
+      // within its registers for float32 and bf16 x; fp16 x spills that way (150-200 bytes, ptxas
+      // -v for sm_90, 2026-12-07) and not when every x pack is loaded first.
+      constexpr bool kPackByPack = !std::is_same_v<X, math::Half>;
+      const X* residual_row =
+          static_cast<const X*>(p.residual) + row * p.residual_row_stride + t.first_pack * P;
+      X* h_row = static_cast<X*>(p.h) + row * p.h_row_stride + t.first_pack * P;
+      bool store_h = true;
+      if constexpr (kSliced) store_h = p.slice_sums.pass != SlicePass::kPublish;
+      if constexpr (!kPackByPack) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (k < packs) x[k] = load_pack<X, P>(x_row + k * stride);
+        for (int k = 0; k < K; ++k) {
+          if (k < packs) x[k] = load_pack<X, P>(x_row + k * stride);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (k < packs) {
+          x[k] = add_residual_pack<X, P>(kPackByPack ? load_pack<X, P>(x_row + k * stride) : x[k],
+                                         load_pack<X, P>(residual_row + k * stride),
+                                         h_row + k * stride, store_h);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (k < packs) x[k] = load_pack<X, P>(x_row + k * stride);
+      }
     }
     normalize_row<Math, P, K, kWeightEarly>(p, t, row, x, packs, row_sum, fold_buffer);
   }
@@ -133,9 +166,13 @@ __global__ void __launch_bounds__(kMaxRowThreads, 2) rms_norm_fwd_kernel(const F
 // "evict first", so the streaming writes of y do not push rows still to be re-read out. kUnroll
 // packs in flight per thread: 4 (62 registers, two CTAs an SM) or 2 (40 registers without spills,
 // three CTAs an SM: more rows in flight at once, fewer bytes each).
-template <typename Math, int P, int kUnroll>
+// kResidual (fused_add_rms_norm): the first pass reads x and residual once ("evict first") and
+// stores h = x + residual, kUnroll / 2 packs of each in flight (the same bytes, and registers
+// without spills; a thread's packs are summed in the same order whatever the unroll); the second
+// pass reads h back (from L2, written a moment before).
+template <typename Math, int P, int kUnroll, bool kResidual = false>
 __global__ void __launch_bounds__(kTwoPassThreads, kUnroll >= 4 ? 2 : 3)
-    rms_norm_fwd_two_pass_kernel(const FwdParams p) {
+    rms_norm_fwd_two_pass_kernel(const FwdParamsOf<kResidual> p) {
   using T = MathTraits<Math>;
   using X = typename T::X;
   using W = typename T::W;
@@ -150,15 +187,34 @@ __global__ void __launch_bounds__(kTwoPassThreads, kUnroll >= 4 ? 2 : 3)
   for (std::int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const X* x_row = static_cast<const X*>(p.x) + row * p.x_row_stride;
     float sum = 0.0f;
-    for (std::int64_t base = threadIdx.x; base < packs; base += kUnroll * step) {
-      Pack<X, P> x[kUnroll];
+    constexpr int kFirstUnroll = kResidual ? kUnroll / 2 : kUnroll;
+    for (std::int64_t base = threadIdx.x; base < packs; base += kFirstUnroll * step) {
+      Pack<X, P> x[kFirstUnroll];
+      if constexpr (kResidual) {
+        const X* residual_row = static_cast<const X*>(p.residual) + row * p.residual_row_stride;
+        Pack<X, P> residual[kFirstUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (base + u * step < packs)
-          x[u] = load_pack_hinted<X, P>(x_row + (base + u * step) * P, reread);
+        for (int u = 0; u < kFirstUnroll; ++u) {
+          if (base + u * step < packs) {
+            x[u] = load_pack_hinted<X, P>(x_row + (base + u * step) * P, last_read);
+            residual[u] = load_pack_hinted<X, P>(residual_row + (base + u * step) * P, last_read);
+          }
+        }
+        X* h_row = static_cast<X*>(p.h) + row * p.h_row_stride;
+#pragma unroll
+        for (int u = 0; u < kFirstUnroll; ++u) {
+          if (base + u * step < packs)
+            x[u] = add_residual_pack<X, P>(x[u], residual[u], h_row + (base + u * step) * P, true);
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < kFirstUnroll; ++u) {
+          if (base + u * step < packs)
+            x[u] = load_pack_hinted<X, P>(x_row + (base + u * step) * P, reread);
+        }
       }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < kFirstUnroll; ++u) {
         if (base + u * step < packs) {
 #pragma unroll
           for (int i = 0; i < P; ++i) sum += Math::square(x[u].value(i));
@@ -172,6 +228,7 @@ __global__ void __launch_bounds__(kTwoPassThreads, kUnroll >= 4 ? 2 : 3)
     if (threadIdx.x == 0) p.rstd[row] = r;
     Y* y_row = static_cast<Y*>(p.y) + row * p.y_row_stride;
     const W* weight = static_cast<const W*>(p.weight);
+    if constexpr (kResidual) x_row = static_cast<const X*>(p.h) + row * p.h_row_stride;
     for (std::int64_t base = threadIdx.x; base < packs; base += kUnroll * step) {
       Pack<X, P> x[kUnroll];
 #pragma unroll

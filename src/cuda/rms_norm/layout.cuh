@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/slice_pass.h"
 #include "math/rms_norm.h"
@@ -339,6 +340,28 @@ struct BwdParams {
   bool prefetch = false;  // BwdConfig::prefetch
   SliceSums slice_sums;
 };
+
+// fused_add_rms_norm's kernels (kResidual): RMSNorm's parameters and the residual's. Plain
+// RMSNorm's kernels take FwdParams / BwdParams themselves, so their parameters, and with them
+// their machine code, are what they were without the fused op.
+struct ResidualFwdParams : FwdParams {
+  const void* residual = nullptr;  // the row normalized is h = x + residual, stored to h
+  std::int64_t residual_row_stride = 0;
+  void* h = nullptr;
+  std::int64_t h_row_stride = 0;
+};
+
+struct ResidualBwdParams : BwdParams {
+  // x is h, and dx = dh + the norm's dx. dh may be dx (in place), so like dy it is never read
+  // through the read-only path.
+  const void* dh = nullptr;
+  std::int64_t dh_row_stride = 0;
+};
+
+template <bool kResidual>
+using FwdParamsOf = std::conditional_t<kResidual, ResidualFwdParams, FwdParams>;
+template <bool kResidual>
+using BwdParamsOf = std::conditional_t<kResidual, ResidualBwdParams, BwdParams>;
 
 // The storage types and options a math::RmsNorm instantiation was built for.
 template <typename Math>

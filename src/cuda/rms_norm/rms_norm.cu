@@ -100,7 +100,11 @@ void fwd_with_config(const detail::RmsNormFwdArgs& a, const FwdConfig* forced, i
   const DeviceTraits d = device_traits(device);
   const auto s = static_cast<cudaStream_t>(stream);
   detail::dispatch_casting_mode(a.params.casting_mode, [&](auto mode) {
-    fwd_for_mode<decltype(mode)::value>(a, d, forced, s);
+    if (a.residual != nullptr) {
+      fwd_for_mode<decltype(mode)::value, true>(a, d, forced, s);
+    } else {
+      fwd_for_mode<decltype(mode)::value, false>(a, d, forced, s);
+    }
   });
 }
 
@@ -121,8 +125,13 @@ void bwd_with_traits(const detail::RmsNormBwdArgs& a, DeviceTraits d, int device
     }
     return;
   }
-  detail::dispatch_casting_mode(a.params.casting_mode,
-                                [&](auto mode) { bwd_for_mode<decltype(mode)::value>(a, d, s); });
+  detail::dispatch_casting_mode(a.params.casting_mode, [&](auto mode) {
+    if (a.dh != nullptr) {
+      bwd_for_mode<decltype(mode)::value, true>(a, d, s);
+    } else {
+      bwd_for_mode<decltype(mode)::value, false>(a, d, s);
+    }
+  });
   if (a.dw != nullptr) finish_dw(a, device, s);
 }
 
