@@ -47,7 +47,7 @@ __device__ __forceinline__ void grad_pack(const Pack<X, P>& dy, const Pack<X, P>
     out[i] = Math::grad_input(Math::grad_scaled(d, param_value(w, i, has_w, 1.0f)), xhat, r,
                               mean_g_xhat, mean_g);
   }
-  store_pack<X, P>(dx, out);
+  store_pack_global<X, P>(dx, out);
 }
 
 // A group's accumulators for `elements` consecutive columns from `column` become its partial rows.
@@ -61,6 +61,12 @@ __device__ __forceinline__ void store_partials(const BwdParams& p, std::int64_t 
     if (p.db_partials) p.db_partials[g * p.hidden + column + i] = acc_b[i];
   }
 }
+
+// Consecutive packs (of consecutive lanes) in one 128-byte line.
+template <typename X, int P>
+inline constexpr int kLinePacks = 128 / static_cast<int>(sizeof(X) * P) > 0
+                                      ? 128 / static_cast<int>(sizeof(X) * P)
+                                      : 1;
 
 // Rows held in registers, one dW group at a time a CTA: each thread keeps K packs of dy and x of
 // its row and the dW and dB sums of those columns over the group's rows of its row slot, in row
@@ -98,6 +104,19 @@ __global__ void __launch_bounds__(rms_norm::kMaxRowThreads)
         if (k < packs) {
           dy[k] = load_pack<X, P>(dy_row + k * stride);
           x[k] = load_pack<X, P>(x_row + k * stride);
+        }
+      }
+      // The slot's next row to L2 while this one is reduced: its loads then wait on L2, not DRAM
+      // (one thread a 128-byte line asks).
+      const std::int64_t next = row + t.rows_in_block;
+      if (next < end && t.lane % kLinePacks<X, P> == 0) {
+        const std::int64_t ahead = t.rows_in_block;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          if (k < packs) {
+            prefetch_l2(dy_row + ahead * p.dy_row_stride + k * stride);
+            prefetch_l2(x_row + ahead * p.x_row_stride + k * stride);
+          }
         }
       }
       const float mean = packs > 0 ? p.mean[row] : 0.0f;

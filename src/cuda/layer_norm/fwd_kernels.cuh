@@ -27,7 +27,7 @@ __device__ __forceinline__ void normalize_pack(const Pack<X, P>& x, const Pack<W
     out[i] = Math::output(Math::normalized(x.value(i), mean, r), param_value(w, i, has_w, 1.0f),
                           param_value(b, i, has_b, 0.0f));
   }
-  store_pack<X, P>(y, out);
+  store_pack_global<X, P>(y, out);
 }
 
 // Rows held in registers: each thread keeps up to K packs of its row (packs first_pack + k *
