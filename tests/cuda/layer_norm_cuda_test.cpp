@@ -405,23 +405,36 @@ void check_backward(const Case& c, const HostRun& h, const GpuRun& g) {
   std::int64_t bad_dx = 0;
   for (std::int64_t r = 0; r < c.rows; ++r) {
     const float mean = h.mean[r], rs = h.rstd[r];
-    double gx_abs = 0.0, g_abs = 0.0;
+    double gx_abs = 0.0, g_abs = 0.0, gx_sum = 0.0, g_sum = 0.0;
+    const auto weight_at = [&](std::int64_t j) {
+      return c.w.present ? tigon::math::to_float(storage_from<W>(h.w, 0, j)) : 1.0f;
+    };
     for (std::int64_t j = 0; j < c.hidden; ++j) {
-      const float w = c.w.present ? tigon::math::to_float(storage_from<W>(h.w, 0, j)) : 1.0f;
       const float d = h.dy.get(r, j);
       const float xhat = Math::normalized(h.x.get(r, j), mean, rs);
-      gx_abs += std::fabs(double(d) * w * xhat);
-      g_abs += std::fabs(double(d) * w);
+      gx_abs += std::fabs(double(d) * weight_at(j) * xhat);
+      g_abs += std::fabs(double(d) * weight_at(j));
+      gx_sum += double(d) * weight_at(j) * xhat;
+      g_sum += double(d) * weight_at(j);
       dw_abs[j] += std::fabs(double(d) * xhat);
       db_abs[j] += std::fabs(double(d));
     }
     const double err_gx = sum_tolerance(c.hidden, gx_abs) / double(c.hidden);
     const double err_g = sum_tolerance(c.hidden, g_abs) / double(c.hidden);
+    const double c1 = gx_sum / double(c.hidden), c2 = g_sum / double(c.hidden);
     for (std::int64_t j = 0; j < c.hidden; ++j) {
       const double ref = h.dx.get(r, j);
       const double got = g.dx.get(r, j);
       const double xhat = Math::normalized(h.x.get(r, j), mean, rs);
-      const double tol = 2.0 * ulp_at(c.x, ref) + rs * (std::fabs(xhat) * err_gx + err_g) * 1.01;
+      // Other c1, c2 also round (g - c2), xhat * c1 and their difference differently: a float32
+      // step of each, before the multiplication by rstd (where dx cancels, far more than a step
+      // of dx).
+      const double gv = double(h.dy.get(r, j)) * weight_at(j);
+      const double steps = ulp_at(DType::kFloat32, std::fabs(gv - c2)) +
+                           ulp_at(DType::kFloat32, std::fabs(xhat * c1)) +
+                           ulp_at(DType::kFloat32, std::fabs(gv - c2 - xhat * c1));
+      const double tol =
+          2.0 * ulp_at(c.x, ref) + rs * (std::fabs(xhat) * err_gx + err_g + 2.0 * steps) * 1.01;
       if (!(std::fabs(got - ref) <= tol) && bad_dx++ < 5) {
         ADD_FAILURE() << "dx(" << r << ", " << j << "): gpu " << got << " cpu " << ref << " tol "
                       << tol;
