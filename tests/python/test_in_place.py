@@ -147,7 +147,7 @@ def _ids(cases: list[Case]) -> list[str]:
 
 
 #: Ops without CUDA kernels yet (issue 36): their CUDA cases are skipped.
-CPU_ONLY = {"layer_norm", "fused_add_rms_norm", "gated_rms_norm"}
+CPU_ONLY = {"fused_add_rms_norm", "gated_rms_norm"}
 
 
 @pytest.fixture(autouse=True)
@@ -618,9 +618,9 @@ def test_in_place_ops_bump_versions(device: str) -> None:
         ),
         (lambda: ops.cross_entropy_scale_grad_(grad, torch.ones((), device=device)), [grad]),
     ]
+    _, mean, ln_rstd = ops.layer_norm_fwd(x, None, None, 1e-5)
+    calls.append((lambda: ops.layer_norm_bwd_inplace(dy, x, None, None, mean, ln_rstd), [dy]))
     if device == "cpu":  # no CUDA kernels yet (CPU_ONLY)
-        _, mean, ln_rstd = ops.layer_norm_fwd(x, None, None, 1e-5)
-        calls.append((lambda: ops.layer_norm_bwd_inplace(dy, x, None, None, mean, ln_rstd), [dy]))
         dh = t(4, 8)
         calls.append(
             (
