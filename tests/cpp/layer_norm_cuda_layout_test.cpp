@@ -70,6 +70,8 @@ TEST(LayerNormCudaLayout, BackwardKernelPerShape) {
   // 16-byte bf16 packs: 1 pack a thread up to 1024 elements, 2 up to 4096, 4 up to 16384, then
   // the streaming kernel.
   EXPECT_EQ(bwd_config(16384, 1024, 8).packs_per_thread, 1);
+  EXPECT_EQ(bwd_config(16384, 1024, 8).split.block_threads, 256);  // two rows a block
+  EXPECT_EQ(bwd_config(16384, 2048, 8).split.block_threads, 128);  // 2 packs: one row a block
   EXPECT_EQ(bwd_config(16384, 4096, 8).packs_per_thread, 2);
   EXPECT_EQ(bwd_config(16384, 4096, 8).split.threads_per_row, 256);
   EXPECT_EQ(bwd_config(16384, 16384, 8).packs_per_thread, 4);

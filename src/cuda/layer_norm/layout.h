@@ -55,15 +55,15 @@ inline FwdConfig fwd_config(std::int64_t hidden, int pack) {
 // Backward: a CTA takes one dW group (a run of consecutive rows) at a time, each row held in
 // registers (dy and x, kBwdPacksPerThread[] packs a thread, the fewest that fit) with the dW and dB
 // accumulators of its columns; at the group's end they become the group's float32 partial rows.
-// Rows of up to 128 packs (K = 1) share a block of 128 threads; their row slots' accumulators
-// meet in shared memory in slot order. Rows longer than 2048 packs (bf16 past 16384 elements,
-// float32 past 8192) stream: a chunk of rows' sums first, then column by column over the chunk
-// (its second read hits L2).
-inline constexpr int kBwdMaxPacksK1 = 128;   // K = 1 up to this many packs a row
-inline constexpr int kBwdMaxPacksK2 = 512;   // K = 2
-inline constexpr int kBwdMaxPacksK4 = 2048;  // K = 4 (512 threads a row)
-inline constexpr int kBwdBlockThreads = 128;
-inline constexpr int kBwdMaxPack = 8;  // the widest pack (16 bytes of 16-bit x)
+// Rows of up to 128 packs (K = 1) share a block of 256 threads (more loads in flight an SM with
+// the groups' count capped); their row slots' accumulators meet in shared memory in slot order.
+// Rows longer than 2048 packs (bf16 past 16384 elements, float32 past 8192) stream: a chunk of
+// rows' sums first, then column by column over the chunk (its second read hits L2).
+inline constexpr int kBwdMaxPacksK1 = 128;    // K = 1 up to this many packs a row
+inline constexpr int kBwdMaxPacksK2 = 512;    // K = 2
+inline constexpr int kBwdMaxPacksK4 = 2048;   // K = 4 (512 threads a row)
+inline constexpr int kBwdBlockThreads = 256;  // rows of up to 128 packs: 2 or more a block
+inline constexpr int kBwdMaxPack = 8;         // the widest pack (16 bytes of 16-bit x)
 // Streaming backward: rows whose sums go first; the chunk (2 rows of dy and x, 256 KB for bf16
 // rows of 32768) is reread from L2 by its column sweep.
 inline constexpr int kBwdChunkRows = 2;
@@ -114,7 +114,9 @@ inline BwdConfig bwd_config(std::int64_t rows, std::int64_t hidden, int pack) {
   BwdConfig c;
   c.groups = dw_groups(rows, hidden);
   c.packs_per_thread = packs <= kBwdMaxPacksK1 ? 1 : packs <= kBwdMaxPacksK2 ? 2 : 4;
-  c.split = rms_norm::split_row(packs, {c.packs_per_thread, kBwdBlockThreads, 0, false, 0, 1});
+  // Row slots share a block only at one pack a thread (block target 1: one row a block).
+  const int block_target = c.packs_per_thread == 1 ? kBwdBlockThreads : 1;
+  c.split = rms_norm::split_row(packs, {c.packs_per_thread, block_target, 0, false, 0, 1});
   return c;
 }
 
