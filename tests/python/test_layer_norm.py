@@ -305,7 +305,7 @@ def test_cuda_matches_torch_layer_norm_module(shape: tuple[int, int], dtype: tor
     # (torch's CUDA kernel: Welford statistics, fused multiply-adds), which can be 2 ulps of a
     # tiny y: those few elements are compared at that tolerance, the rest bit for bit or 1 ulp.
     x64 = x.double()
-    r = (x64.var(-1, unbiased=False, keepdim=True) + EPS).rsqrt()
+    r = (x64.var(-1, correction=0, keepdim=True) + EPS).rsqrt()
     terms = (x64.abs() * r + x64.mean(-1, keepdim=True).abs() * r) * reference.weight.double().abs()
     terms = terms + reference.bias.double().abs()
     cancelled = (y.double() - y_ref.double()).abs() <= 32 * FLOAT32_EPS * terms
