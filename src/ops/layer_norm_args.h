@@ -59,7 +59,7 @@ void layer_norm_fwd(const detail::LayerNormFwdArgs& args);
 void layer_norm_bwd(const detail::LayerNormBwdArgs& args);
 }  // namespace tigon::cpu
 
-// Not on CUDA yet (src/cuda/layer_norm/not_yet.cpp): these raise kBackendUnavailable.
+// The CUDA backend (src/cuda/layer_norm/; src/cuda/unavailable.cpp without CUDA).
 namespace tigon::cuda {
 std::size_t layer_norm_bwd_workspace_size(std::int64_t rows, std::int64_t hidden, DType x_dtype,
                                           bool wants_dw, bool wants_db, int device);

@@ -1,7 +1,7 @@
-"""LayerNorm: parity with torch.nn.functional.layer_norm on the CPU (forward bit for bit on
->= 99% of 16-bit elements and never more than 1 ulp, backward no farther from float64 than
-torch's autograd), the operators (opcheck, torch.compile), and tigon.nn.LayerNorm as a drop-in
-for torch.nn.LayerNorm."""
+"""LayerNorm: parity with torch.nn.functional.layer_norm on the CPU and on CUDA (forward bit for
+bit on >= 99% of 16-bit elements and never more than 1 ulp, backward no farther from float64
+than torch's autograd), the operators (opcheck, torch.compile, CUDA graphs), and
+tigon.nn.LayerNorm as a drop-in for torch.nn.LayerNorm."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers import (
+    DEVICES,
     FLOAT32_EPS,
     LOW_PRECISION,
     assert_bitwise_mostly,
@@ -40,44 +41,64 @@ CASES = [
 ]
 
 
-def _inputs(shape: tuple[int, ...], dtype: torch.dtype, mean: float = 0.3) -> torch.Tensor:
-    return (mean + 2.0 * torch.randn(shape)).to(dtype)
+def _inputs(
+    shape: tuple[int, ...], dtype: torch.dtype, mean: float = 0.3, device: str = "cpu"
+) -> torch.Tensor:
+    return (mean + 2.0 * torch.randn(shape)).to(device=device, dtype=dtype)
 
 
 def _parameters(
-    hidden: int, w_dtype: torch.dtype | None, b_dtype: torch.dtype | None
+    hidden: int, w_dtype: torch.dtype | None, b_dtype: torch.dtype | None, device: str = "cpu"
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    w = None if w_dtype is None else (1.0 + 0.3 * torch.randn(hidden)).to(w_dtype)
-    b = None if b_dtype is None else (0.5 * torch.randn(hidden)).to(b_dtype)
+    w = None if w_dtype is None else (1.0 + 0.3 * torch.randn(hidden)).to(device, w_dtype)
+    b = None if b_dtype is None else (0.5 * torch.randn(hidden)).to(device, b_dtype)
     return w, b
 
 
 def _case_inputs(
-    shape: tuple[int, ...], dtypes: tuple
+    shape: tuple[int, ...], dtypes: tuple, device: str = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """x and the parameters of a CASES entry (x dtype, weight dtype or None, bias dtype or None)."""
-    return (_inputs(shape, dtypes[0]), *_parameters(shape[-1], dtypes[1], dtypes[2]))
+    return (
+        _inputs(shape, dtypes[0], device=device),
+        *_parameters(shape[-1], dtypes[1], dtypes[2], device),
+    )
 
 
 def _float64(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.double()
 
 
+def _torch_layer_norm(
+    x: torch.Tensor, w: torch.Tensor | None, b: torch.Tensor | None
+) -> torch.Tensor:
+    """F.layer_norm on x's device, or on the CPU for a dtype mix torch's CUDA kernel rejects."""
+    try:
+        return F.layer_norm(x, x.shape[-1:], w, b, EPS)
+    except RuntimeError:
+        if not x.is_cuda:
+            raise
+        cpu = [None if t is None else t.cpu() for t in (w, b)]
+        return F.layer_norm(x.cpu(), x.shape[-1:], *cpu, EPS).to(x.device)
+
+
 # ---------------------------------------------------------------------------------- forward
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 @pytest.mark.parametrize("dtypes", CASES)
-def test_forward_matches_torch(shape: tuple[int, ...], dtypes: tuple) -> None:
+def test_forward_matches_torch(shape: tuple[int, ...], dtypes: tuple, device: str) -> None:
     x_dtype = dtypes[0]
-    x, w, b = _case_inputs(shape, dtypes)
+    x, w, b = _case_inputs(shape, dtypes, device)
     y, mean, rstd = OPS.layer_norm_fwd(x, w, b, EPS)
-    expected = F.layer_norm(x, shape[-1:], w, b, EPS)
+    expected = _torch_layer_norm(x, w, b)
     assert y.dtype == expected.dtype == x_dtype and y.shape == expected.shape
     # The float32 rounding of the terms of torch's 16-bit CPU formula, (x*rstd - rstd*mean)*w + b
-    # (its sums in another order add a few more units): where y cancels (|y| << its terms), the
-    # two float32 results may differ by that much, which can be 2 ulps of a tiny y (a few
-    # elements in 100,000; neither is the closer to float64).
+    # (its sums in another order add a few more units; on CUDA its Welford statistics and fused
+    # multiply-adds): where y cancels (|y| << its terms), the two float32 results may differ by
+    # that much, which can be 2 ulps of a tiny y (a few elements in 100,000; neither is the closer
+    # to float64).
     r, m = rstd.double().unsqueeze(-1), mean.double().unsqueeze(-1)
     w64 = 1.0 if w is None else w.double().abs()
     b64 = 0.0 if b is None else b.double().abs()
@@ -125,12 +146,15 @@ def test_row_strided_input_is_read_in_place() -> None:
 # --------------------------------------------------------------------------------- backward
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 @pytest.mark.parametrize("dtypes", CASES)
-def test_backward_no_farther_from_float64_than_torch(shape: tuple[int, ...], dtypes: tuple) -> None:
+def test_backward_no_farther_from_float64_than_torch(
+    shape: tuple[int, ...], dtypes: tuple, device: str
+) -> None:
     x_dtype = dtypes[0]
-    x, w, b = _case_inputs(shape, dtypes)
-    dy = torch.randn(shape).to(x_dtype)
+    x, w, b = _case_inputs(shape, dtypes, device)
+    dy = torch.randn(shape).to(device=device, dtype=x_dtype)
 
     def grads(fn, dtype: torch.dtype | None) -> list[torch.Tensor | None]:
         leaves = [t if t is None else t.detach().clone() for t in (x, w, b)]
@@ -145,12 +169,14 @@ def test_backward_no_farther_from_float64_than_torch(shape: tuple[int, ...], dty
 
     ours = grads(lambda x_, w_, b_: tigon.ops.layer_norm(x_, w_, b_, EPS), None)
     exact = grads(lambda x_, w_, b_: F.layer_norm(x_, shape[-1:], w_, b_, EPS), torch.float64)
+    exact = [None if t is None else t.cpu() for t in exact]
     try:
         theirs = grads(lambda x_, w_, b_: F.layer_norm(x_, shape[-1:], w_, b_, EPS), None)
     except RuntimeError as e:
-        # torch's CPU backward rejects a float32 bias without a weight for 16-bit x: measure
-        # against float64 rounded once to each gradient's dtype, with a 2x margin.
-        assert "expected scalar type" in str(e)
+        # torch's CPU backward rejects a float32 bias without a weight for 16-bit x (its CUDA
+        # kernels may reject other mixes): measure against float64 rounded once to each
+        # gradient's dtype, with a 2x margin.
+        assert "expected scalar type" in str(e) or device == "cuda", str(e)
         theirs = None
     rows = x.numel() // shape[-1]
     for i, name in enumerate(("dx", "dw", "db")):
@@ -163,7 +189,7 @@ def test_backward_no_farther_from_float64_than_torch(shape: tuple[int, ...], dty
         scale = (dy.double().norm() * (1.0 if w is None else w.double().abs().max())).item()
         scale *= terms**0.5
         if theirs is None:
-            err = (g.double() - ref).norm().item()
+            err = (g.double().cpu() - ref).norm().item()
             rounding = (ref.to(g.dtype).double() - ref).norm().item()
             assert err <= 2 * rounding + 8 * FLOAT32_EPS * scale, f"{name} {shape}"
             continue
@@ -175,15 +201,16 @@ def test_backward_no_farther_from_float64_than_torch(shape: tuple[int, ...], dty
 # ---------------------------------------------------------------------------------- operators
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtypes", CASES)
-def test_opcheck(dtypes: tuple) -> None:
+def test_opcheck(dtypes: tuple, device: str) -> None:
     x_dtype = dtypes[0]
-    x, w, b = _case_inputs((3, 5, 40), dtypes)
+    x, w, b = _case_inputs((3, 5, 40), dtypes, device)
     if w is not None:
         w.requires_grad_()
     torch.library.opcheck(OPS.layer_norm_fwd.default, (x.requires_grad_(), w, b, EPS))
     _, mean, rstd = OPS.layer_norm_fwd(x.detach(), w, b, EPS)
-    dy = torch.randn(3, 5, 40).to(x_dtype)
+    dy = torch.randn(3, 5, 40).to(device=device, dtype=x_dtype)
     torch.library.opcheck(
         OPS.layer_norm_bwd.default,
         (dy, x.detach(), None if w is None else w.detach(), b, mean, rstd),
@@ -220,11 +247,12 @@ class _Block(torch.nn.Module):
 
 
 @pytest.mark.slow
-def test_compile_fullgraph_matches_eager() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph_matches_eager(device: str) -> None:
     torch._dynamo.reset()
-    model = _Block(64)
-    x = torch.randn(4, 9, 64)
-    dy = torch.randn(4, 9, 64)
+    model = _Block(64).to(device)
+    x = torch.randn(4, 9, 64, device=device)
+    dy = torch.randn(4, 9, 64, device=device)
     y_eager = model(x)
     y_eager.backward(dy.clone())
     grads_eager = [p.grad.clone() for p in model.parameters()]
@@ -236,12 +264,120 @@ def test_compile_fullgraph_matches_eager() -> None:
         torch.testing.assert_close(p.grad, g)
 
 
+# ------------------------------------------------------------------------------------- CUDA
+
+# Shapes past the small ones above: every CUDA kernel (the register kernels with several rows a
+# block, 1, 2 and 4 packs a thread, the streaming ones past 16384 16-bit elements a row).
+CUDA_SHAPES = [(4096, 1024), (1024, 4096), (257, 8192), (64, 16384), (33, 32768), (5, 65537)]
+
+
 @pytest.mark.gpu
-def test_cuda_is_not_yet_there() -> None:
-    """The CUDA kernels come in a later slice (issue 36); until then a CUDA tensor says so."""
-    x = torch.randn(2, 8, device="cuda")
-    with pytest.raises(RuntimeError, match="not yet on CUDA"):
-        tigon.ops.layer_norm(x)
+@pytest.mark.parametrize("shape", CUDA_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_cuda_matches_torch_layer_norm_module(shape: tuple[int, int], dtype: torch.dtype) -> None:
+    """torch.nn.LayerNorm on CUDA: the forward bit for bit on >= 99% of elements and never more
+    than 1 ulp away; the backward no farther from a float64 reference than torch's autograd."""
+    hidden = shape[-1]
+    reference = torch.nn.LayerNorm(hidden, device="cuda", dtype=dtype)
+    with torch.no_grad():
+        reference.weight.normal_(1.0, 0.3)
+        reference.bias.normal_(0.0, 0.5)
+    ours = tigon.nn.LayerNorm(hidden, device="cuda", dtype=dtype)
+    ours.load_state_dict(reference.state_dict())
+    exact = torch.nn.LayerNorm(hidden, device="cuda", dtype=torch.float64)
+    exact.load_state_dict(reference.state_dict())
+    x = _inputs(shape, dtype, device="cuda")
+    dy = torch.randn(shape, device="cuda").to(dtype)
+
+    def run(module: torch.nn.Module, x_in: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x_in = x_in.detach().clone().requires_grad_()
+        y = module(x_in)
+        y.backward(dy.to(y.dtype))
+        grads = (x_in.grad, module.weight.grad, module.bias.grad)
+        module.zero_grad()
+        return (y.detach(), *grads)
+
+    y, *ours_grads = run(ours, x)
+    y_ref, *theirs = run(reference, x)
+    _, *exact_grads = run(exact, x.double())
+    exact_grads = [g.cpu() for g in exact_grads]
+    # Where y cancels (|y| far below its terms), both are within float32 rounding of those terms
+    # (torch's CUDA kernel: Welford statistics, fused multiply-adds), which can be 2 ulps of a
+    # tiny y: those few elements are compared at that tolerance, the rest bit for bit or 1 ulp.
+    x64 = x.double()
+    r = (x64.var(-1, correction=0, keepdim=True) + EPS).rsqrt()
+    terms = (x64.abs() * r + x64.mean(-1, keepdim=True).abs() * r) * reference.weight.double().abs()
+    terms = terms + reference.bias.double().abs()
+    cancelled = (y.double() - y_ref.double()).abs() <= 32 * FLOAT32_EPS * terms
+    assert_bitwise_mostly(torch.where(cancelled, y_ref, y), y_ref, max_ulp=1, min_exact=0.99)
+    assert (ulp_distance(y.cpu(), y_ref.cpu()) == 0).double().mean() >= 0.99
+    rows = shape[0]
+    for name, g, peer, ref in zip(("dx", "dw", "db"), ours_grads, theirs, exact_grads, strict=True):
+        assert g.dtype == peer.dtype and g.shape == peer.shape
+        terms = hidden if name == "dx" else rows
+        scale = (dy.double().norm() * reference.weight.double().abs().max()).item() * terms**0.5
+        assert_grad_not_worse(g, peer, ref, scale, f"{name} {shape}")
+
+
+@pytest.mark.gpu
+def test_cuda_matches_cpu_backend() -> None:
+    """The same inputs on both backends: y identical on >= 99% of elements (the statistics'
+    sums have another order), mean and rstd within float32 sum rounding."""
+    x, w, b = _case_inputs((64, 3000), (torch.bfloat16, torch.bfloat16, torch.bfloat16))
+    y_cpu, mean_cpu, rstd_cpu = OPS.layer_norm_fwd(x, w, b, EPS)
+    y, mean, rstd = OPS.layer_norm_fwd(x.cuda(), w.cuda(), b.cuda(), EPS)
+    assert_bitwise_mostly(y.cpu(), y_cpu, max_ulp=1, min_exact=0.99)
+    torch.testing.assert_close(mean.cpu(), mean_cpu, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd.cpu(), rstd_cpu, rtol=1e-5, atol=0)
+
+
+@pytest.mark.gpu
+def test_cuda_graph_replay_matches_eager() -> None:
+    hidden = 2048
+    x = _inputs((512, hidden), torch.bfloat16, device="cuda").requires_grad_()
+    w, b = _parameters(hidden, torch.bfloat16, torch.bfloat16, "cuda")
+    w.requires_grad_()
+    b.requires_grad_()
+    dy = torch.randn(512, hidden, device="cuda").to(torch.bfloat16)
+
+    def step() -> tuple[torch.Tensor, ...]:
+        for t in (x, w, b):
+            t.grad = None
+        y = tigon.ops.layer_norm(x, w, b, EPS)
+        y.backward(dy)
+        return y.detach(), x.grad, w.grad, b.grad
+
+    eager = [t.clone() for t in step()]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()  # warm-up on the capture stream
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    graph.replay()
+    torch.cuda.synchronize()
+    for got, want in zip(captured, eager, strict=True):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.gpu
+def test_cuda_runs_are_bitwise_reproducible() -> None:
+    x = _inputs((3000, 1024), torch.bfloat16, device="cuda").requires_grad_()
+    w, b = _parameters(1024, torch.float32, torch.float32, "cuda")
+    w.requires_grad_()
+    b.requires_grad_()
+    dy = torch.randn(3000, 1024, device="cuda").to(torch.bfloat16)
+    results = []
+    for _ in range(2):
+        for t in (x, w, b):
+            t.grad = None
+        y = tigon.ops.layer_norm(x, w, b, EPS)
+        y.backward(dy)
+        results.append((y.detach().clone(), x.grad.clone(), w.grad.clone(), b.grad.clone()))
+    for a, b_ in zip(*results, strict=True):
+        assert torch.equal(a, b_)
 
 
 # ------------------------------------------------------------------------------------ module

@@ -13,6 +13,7 @@
 
 #include "core/dispatch.h"
 #include "cuda/common/launch.cuh"
+#include "cuda/common/pack_fit.h"
 #include "cuda/common/vector_access.cuh"
 #include "cuda/rms_norm/bwd_kernels.cuh"
 #include "cuda/rms_norm/fwd_kernels.cuh"
@@ -23,19 +24,6 @@
 #include "tigon/error.h"
 
 namespace tigon::cuda::rms_norm {
-
-inline bool aligned(const void* p, std::size_t bytes) {
-  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
-}
-
-// Hidden size and every row stride a multiple of P, so each row starts on a pack boundary. With a
-// single row the stride is never used.
-inline bool strides_fit(std::int64_t rows, std::int64_t hidden, int p,
-                        std::initializer_list<std::int64_t> strides) {
-  if (hidden % p != 0) return false;
-  if (rows == 1) return true;
-  return std::all_of(strides.begin(), strides.end(), [p](std::int64_t s) { return s % p == 0; });
-}
 
 template <typename Math, int P, bool kResidual>
 bool fwd_vectorizable(const detail::RmsNormFwdArgs& a) {
