@@ -69,17 +69,18 @@ __global__ void __launch_bounds__(kReduceThreads)
 }
 
 // One element: its loss (returned, for the sums), its kNone loss and its gradient (through the
-// references, when the row has them).
+// references).
 template <math::DivergenceKind K, typename T, typename E, bool kBackward>
 struct ElementStep {
-  const RowParams& p;
-  float scale;  // s (forward) or s * u (backward with a reduction)
+  math::DivergenceOptions options;
+  float scale;                // s (forward) or s * u (backward with a reduction)
+  bool per_element_upstream;  // kNone backward: the gradient is d/dx times `upstream`
 
   __device__ __forceinline__ float operator()(float x, float t, float upstream, T& grad,
                                               E& loss) const {
-    const math::DivergenceTerm e = math::divergence_term<K>(x, t, p.options);
+    const math::DivergenceTerm e = math::divergence_term<K>(x, t, options);
     if constexpr (kBackward) {
-      grad = math::from_float<T>(e.grad * (p.upstream_rows != nullptr ? upstream : scale));
+      grad = math::from_float<T>(e.grad * (per_element_upstream ? upstream : scale));
       return 0.0f;
     } else {
       loss = math::from_float<E>(e.loss);
@@ -100,6 +101,7 @@ __device__ __forceinline__ const T* row_at(const void* base, std::int64_t stride
 }
 
 // The elements [start, end) of a row one at a time, in order; returns their loss sum added to acc.
+// x null: the input is not needed (kl_div's gradient).
 template <math::DivergenceKind K, typename T, typename E, bool kBackward>
 __device__ __forceinline__ float scalar_elements(const ElementStep<K, T, E, kBackward>& step,
                                                  const T* x, const T* t, const E* u, T* g, E* l,
@@ -108,7 +110,8 @@ __device__ __forceinline__ float scalar_elements(const ElementStep<K, T, E, kBac
     T grad{};
     E loss{};
     const float up = u != nullptr ? math::to_float(u[j]) : 0.0f;
-    acc += step(math::to_float(x[j]), math::to_float(t[j]), up, grad, loss);
+    const float xj = x != nullptr ? math::to_float(x[j]) : 0.0f;
+    acc += step(xj, math::to_float(t[j]), up, grad, loss);
     if (g != nullptr) g[j] = grad;
     if (l != nullptr) l[j] = loss;
   }
@@ -130,13 +133,15 @@ __global__ void __launch_bounds__(kThreads) divergence_rows_kernel(RowParams p) 
   __shared__ float scratch[2][kThreads / kWarpSize];
   float scale = p.header[kScaleFloat];
   if (kBackward && p.upstream != nullptr) scale = scale * *p.upstream;
-  const ElementStep<K, T, E, kBackward> step{p, scale};
+  const ElementStep<K, T, E, kBackward> step{p.options, scale, p.upstream_rows != nullptr};
+  // kl_div's gradient (-t or -exp(t)) needs only the target: its backward leaves the input unread.
+  constexpr bool kReadsInput = !(kBackward && K == math::DivergenceKind::kKlDiv);
   const std::int64_t tiles = p.rows * p.segments;
   int parity = 0;
   for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const std::int64_t row = tile / p.segments;
     const std::int64_t first = (tile - row * p.segments) * kSegment;
-    const T* x = row_at<T>(p.input, p.input_row_stride, row);
+    const T* x = kReadsInput ? row_at<T>(p.input, p.input_row_stride, row) : nullptr;
     const T* t = row_at<T>(p.target, p.target_row_stride, row);
     T* g = row_at<T>(p.grad, p.grad_row_stride, row);
     E* l = row_at<E>(p.loss_rows, p.loss_row_stride, row);
@@ -157,7 +162,7 @@ __global__ void __launch_bounds__(kThreads) divergence_rows_kernel(RowParams p) 
       for (int k = 0; k < kGroupsPerLane; ++k) {
         const std::int64_t start = first + (std::int64_t{k} * kThreads + threadIdx.x) * kGroup;
         if (start + kGroup <= p.vocab) {
-          xs[k] = load_pack<T, kGroup>(x + start);
+          if constexpr (kReadsInput) xs[k] = load_pack<T, kGroup>(x + start);
           ts[k] = load_pack<T, kGroup>(t + start);
           if (kBackward && u != nullptr) us[k] = load_pack<E, kGroup>(u + start);
         }
@@ -171,7 +176,8 @@ __global__ void __launch_bounds__(kThreads) divergence_rows_kernel(RowParams p) 
 #pragma unroll
           for (int i = 0; i < kGroup; ++i) {
             const float up = kBackward && u != nullptr ? us[k].value(i) : 0.0f;
-            acc += step(xs[k].value(i), ts[k].value(i), up, grads[i], losses[i]);
+            const float xi = kReadsInput ? xs[k].value(i) : 0.0f;
+            acc += step(xi, ts[k].value(i), up, grads[i], losses[i]);
           }
           if (g != nullptr) store_pack_global<T, kGroup>(g + start, grads);
           if (!kBackward && l != nullptr) store_pack_global<E, kGroup>(l + start, losses);
