@@ -217,11 +217,13 @@ class Problem {
   // Every plan, run twice, gives the default plan's bits (loss, gradient, backward); the
   // gradient written into the input gives them too.
   void check_plans_and_repeats() {
+    poison_outputs();
     run_cuda_forward();
     const auto loss_bits = loss_bytes();
     const auto grad_bits = grad_.device_bytes();
     upstream_.host.set(0, 0, -0.75f);
     upstream_.upload();
+    grad_.device.fill(0x55);
     run_cuda_backward();
     const auto bwd_bits = grad_.device_bytes();
     const Plan chosen = tigon::cuda::divergence::divergence_plan(args(false));
@@ -236,9 +238,7 @@ class Problem {
         const std::string what =
             std::string(plan.access == Access::kVector ? "16-byte" : "scalar") +
             " access, max_ctas " + std::to_string(plan.max_ctas) + ", run " + std::to_string(run);
-        grad_.device.fill(0x55);
-        if (none()) loss_none_.device.fill(0x55);
-        scalar_.device.fill(0x55);
+        poison_outputs();
         tigon::cuda::divergence::fwd_with_plan(args(false), plan, 0, nullptr);
         tigon::testing::cuda_ok(cudaDeviceSynchronize(), "forward");
         EXPECT_TRUE(loss_bytes() == loss_bits) << "loss bits differ: " << what;
@@ -285,6 +285,14 @@ class Problem {
  private:
   std::int64_t input_stride() const { return padded_ ? padded_stride(vocab_, 8) : vocab_; }
   std::int64_t grad_stride() const { return padded_ ? padded_stride(vocab_, 24) : vocab_; }
+
+  // Outputs (padding included) set to one pattern before each compared run, so that whole
+  // buffers compare: the kernels must write every element and nothing else.
+  void poison_outputs() {
+    grad_.device.fill(0x55);
+    loss_none_.device.fill(0x55);
+    scalar_.device.fill(0x55);
+  }
 
   std::vector<unsigned char> loss_bytes() const {
     return none() ? loss_none_.device_bytes() : scalar_.device_bytes();
