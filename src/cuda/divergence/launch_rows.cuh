@@ -5,8 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/dispatch.h"
 #include "cuda/common/launch.cuh"
