@@ -407,7 +407,11 @@ def _assert_within(what: str, got, want, mag, dtype) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("vocab", [128256, 32001, 37])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16", "fp16"])
-@pytest.mark.parametrize("case", range(len(CUDA_CASES)), ids=[f"{o}-{k}" for o, k in CUDA_CASES])
+@pytest.mark.parametrize(
+    "case",
+    range(len(CUDA_CASES)),
+    ids=[o + "".join(f"-{k}={v}" for k, v in kw.items()) for o, kw in CUDA_CASES],
+)
 def test_cuda_matches_the_cpu_backend(case: int, dtype, vocab: int) -> None:
     """Same inputs on both backends (some rows ignored for jsd and tvd): the gradient of tvd and
     of plain kl_div bitwise (no exp or log), the rest within a few float32 ulps of their terms
