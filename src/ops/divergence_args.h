@@ -61,7 +61,7 @@ void divergence_fwd(const detail::DivergenceArgs& args);
 void divergence_bwd(const detail::DivergenceArgs& args);
 }  // namespace tigon::cpu
 
-// Not on CUDA yet (src/cuda/divergence/not_yet.cpp): these raise kBackendUnavailable.
+// The CUDA backend (src/cuda/divergence/).
 namespace tigon::cuda {
 std::size_t divergence_workspace_size(const detail::DivergenceArgs& args, int device);
 void divergence_fwd(const detail::DivergenceArgs& args, int device, void* stream);

@@ -48,7 +48,7 @@ class HostTensor {
   std::int64_t hidden() const { return hidden_; }
   DType dtype() const { return dtype_; }
   std::uint8_t* bytes() { return storage_.data(); }
-  std::size_t bytes_size() const { return storage_.size(); }
+  std::size_t byte_count() const { return storage_.size(); }
 
   float get(std::int64_t row, std::int64_t col) const { return get_flat(row * row_stride_ + col); }
   void set(std::int64_t row, std::int64_t col, float v) { set_flat(row * row_stride_ + col, v); }

@@ -78,7 +78,7 @@ class GroupNormCuda : public ::testing::TestWithParam<Case> {
   Outputs run(Device device) {
     const Case& c = GetParam();
     const bool cuda = device.type == tigon::DeviceType::kCUDA;
-    const std::size_t act_bytes = x_.bytes_size(), vec_bytes = w_.bytes_size();
+    const std::size_t act_bytes = x_.byte_count(), vec_bytes = w_.byte_count();
     const std::size_t stat_bytes = sizeof(float) * c.n * c.groups;
     auto buffer = [&](HostTensor& h, std::size_t n) -> void* {
       if (!cuda) return h.bytes();

@@ -1,13 +1,14 @@
-"""Distillation losses kl_div, jsd, tvd: parity with torch.nn.functional.kl_div (float64 and
-float32) and with float64 references of the peer's JSD and TVD, gradients, the operators
-(opcheck, gradcheck in float32: the core has no float64, torch.compile(fullgraph=True)), the
-modules and bad input."""
+"""Distillation losses kl_div, jsd, tvd on every device: parity with torch.nn.functional.kl_div
+(float64 and float32) and with float64 references of the peer's JSD and TVD, gradients, CUDA vs
+the CPU backend (Llama 3's vocabulary included), the operators (opcheck, gradcheck in float32: the
+core has no float64, torch.compile(fullgraph=True)), the modules and bad input."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import DEVICES, ulp_distance
 
 import tigon
 
@@ -23,18 +24,18 @@ TOL = {
 }
 
 
-def _log_probs(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    return torch.log_softmax(torch.randn(shape, dtype=torch.float64) * 2, -1).to(dtype)
+def _log_probs(shape: tuple[int, ...], dtype: torch.dtype, device="cpu") -> torch.Tensor:
+    return torch.log_softmax(torch.randn(shape, dtype=torch.float64) * 2, -1).to(device, dtype)
 
 
-def _probs(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    return torch.softmax(torch.randn(shape, dtype=torch.float64) * 2, -1).to(dtype)
+def _probs(shape: tuple[int, ...], dtype: torch.dtype, device="cpu") -> torch.Tensor:
+    return torch.softmax(torch.randn(shape, dtype=torch.float64) * 2, -1).to(device, dtype)
 
 
-def _labels(rows: int) -> torch.Tensor:
+def _labels(rows: int, device="cpu") -> torch.Tensor:
     labels = torch.randint(0, 10, (rows,))
     labels[::3] = -100
-    return labels
+    return labels.to(device)
 
 
 def _reduce(loss: torch.Tensor, reduction: str, denominator: float) -> torch.Tensor:
@@ -91,16 +92,18 @@ def tvd_reference(p, q, labels=None, reduction="batchmean", ignore_index=-100):
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("log_target", [False, True], ids=["prob", "logtarget"])
 @pytest.mark.parametrize("dtype", [torch.float32], ids=["fp32"])
-def test_kl_div_matches_torch(reduction: str, log_target: bool, dtype: torch.dtype) -> None:
-    """float32 vs torch's float32, and vs torch's float64 on the same values."""
+@pytest.mark.parametrize("device", DEVICES)
+def test_kl_div_matches_torch(reduction: str, log_target: bool, dtype, device) -> None:
+    """float32 vs torch's float32 (on the same device), and vs torch's float64 on the same
+    values."""
     shape = (3, 5, 67)
-    x = _log_probs(shape, dtype)
-    t = _log_probs(shape, dtype) if log_target else _probs(shape, dtype)
+    x = _log_probs(shape, dtype, device)
+    t = _log_probs(shape, dtype, device) if log_target else _probs(shape, dtype, device)
     if not log_target:
         t[0, 0, :4] = 0  # xlogy(0, 0) = 0
     upstream = (
         torch.randn(shape, dtype=dtype) if reduction == "none" else torch.tensor(1.7, dtype=dtype)
-    )
+    ).to(device)
     results = []
     for fn in (F.kl_div, tigon.nn.functional.kl_div):
         xi = x.clone().requires_grad_()
@@ -121,8 +124,9 @@ def test_kl_div_matches_torch(reduction: str, log_target: bool, dtype: torch.dty
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-def test_kl_div_16_bit_is_the_float64_value_rounded(reduction: str, dtype: torch.dtype) -> None:
-    x, t = _log_probs((4, 300), dtype), _probs((4, 300), dtype)
+@pytest.mark.parametrize("device", DEVICES)
+def test_kl_div_16_bit_is_the_float64_value_rounded(reduction: str, dtype, device) -> None:
+    x, t = _log_probs((4, 300), dtype, device), _probs((4, 300), dtype, device)
     ref = F.kl_div(x.double(), t.double(), reduction=reduction)
     got = tigon.ops.kl_div(x, t, reduction=reduction)
     expected_dtype = dtype if reduction == "none" else torch.float32
@@ -130,8 +134,9 @@ def test_kl_div_16_bit_is_the_float64_value_rounded(reduction: str, dtype: torch
     torch.testing.assert_close(got.double(), ref, **TOL[dtype])
 
 
-def test_kl_div_batchmean_divides_by_the_first_dimension() -> None:
-    x, t = _log_probs((2, 3, 10), torch.float32), _probs((2, 3, 10), torch.float32)
+@pytest.mark.parametrize("device", DEVICES)
+def test_kl_div_batchmean_divides_by_the_first_dimension(device) -> None:
+    x, t = _log_probs((2, 3, 10), torch.float32, device), _probs((2, 3, 10), torch.float32, device)
     got = tigon.ops.kl_div(x, t, reduction="batchmean")
     ref = (t.double() * (t.double().log() - x.double())).sum() / 2
     torch.testing.assert_close(got.double(), ref, atol=1e-7, rtol=1e-6)
@@ -148,8 +153,9 @@ def test_kl_div_module_is_a_drop_in() -> None:
     torch.testing.assert_close(legacy(x, t.exp()), F.kl_div(x, t.exp(), reduction="sum"))
 
 
-def test_kl_div_promotes_like_torch() -> None:
-    x, t = _log_probs((3, 20), torch.bfloat16), _probs((3, 20), torch.float32)
+@pytest.mark.parametrize("device", DEVICES)
+def test_kl_div_promotes_like_torch(device) -> None:
+    x, t = _log_probs((3, 20), torch.bfloat16, device), _probs((3, 20), torch.float32, device)
     got = tigon.nn.functional.kl_div(x, t, reduction="sum")
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, F.kl_div(x, t, reduction="sum"))
@@ -161,13 +167,15 @@ def test_kl_div_promotes_like_torch() -> None:
 @pytest.mark.parametrize("beta", [0.0, 0.1, 0.5, 0.9, 1.0])
 @pytest.mark.parametrize("with_labels", [False, True], ids=["all", "ignored"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16", "fp16"])
-def test_jsd_matches_the_float64_reference(beta: float, with_labels: bool, dtype) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_jsd_matches_the_float64_reference(beta: float, with_labels: bool, dtype, device) -> None:
     rows, vocab = 12, 301
-    log_q, log_p = _log_probs((rows, vocab), dtype), _log_probs((rows, vocab), dtype)
-    labels = _labels(rows) if with_labels else None
+    log_q = _log_probs((rows, vocab), dtype, device)
+    log_p = _log_probs((rows, vocab), dtype, device)
+    labels = _labels(rows, device) if with_labels else None
     x = log_q.double().requires_grad_()
     ref = jsd_reference(x, log_p, labels, beta)
-    ref.backward(torch.tensor(2.0, dtype=torch.float64))
+    ref.backward(torch.tensor(2.0, dtype=torch.float64, device=device))
     xi = log_q.clone().requires_grad_()
     loss = tigon.ops.jsd(xi, log_p, labels, beta=beta)
     assert loss.dtype == torch.float32
@@ -176,10 +184,11 @@ def test_jsd_matches_the_float64_reference(beta: float, with_labels: bool, dtype
     torch.testing.assert_close(xi.grad.double(), x.grad, **TOL[dtype])
 
 
-def test_jsd_all_rows_ignored_is_zero() -> None:
-    log_q = _log_probs((4, 16), torch.float32).requires_grad_()
-    labels = torch.full((4,), -100)
-    loss = tigon.ops.jsd(log_q, _log_probs((4, 16), torch.float32), labels)
+@pytest.mark.parametrize("device", DEVICES)
+def test_jsd_all_rows_ignored_is_zero(device) -> None:
+    log_q = _log_probs((4, 16), torch.float32, device).requires_grad_()
+    labels = torch.full((4,), -100, device=device)
+    loss = tigon.ops.jsd(log_q, _log_probs((4, 16), torch.float32, device), labels)
     loss.backward()
     assert loss.item() == 0.0
     assert torch.equal(log_q.grad, torch.zeros_like(log_q))
@@ -201,13 +210,16 @@ def test_jsd_module_has_the_peer_signature() -> None:
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("with_labels", [False, True], ids=["all", "ignored"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16", "fp16"])
-def test_tvd_matches_the_float64_reference(reduction: str, with_labels: bool, dtype) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_tvd_matches_the_float64_reference(
+    reduction: str, with_labels: bool, dtype, device
+) -> None:
     rows, vocab = 9, 130
-    p, q = _probs((rows, vocab), dtype), _probs((rows, vocab), dtype)
-    labels = _labels(rows) if with_labels else None
+    p, q = _probs((rows, vocab), dtype, device), _probs((rows, vocab), dtype, device)
+    labels = _labels(rows, device) if with_labels else None
     x = p.double().requires_grad_()
     ref = tvd_reference(x, q, labels, reduction)
-    upstream = torch.randn(ref.shape, dtype=torch.float64)
+    upstream = torch.randn(ref.shape, dtype=torch.float64).to(device)
     (ref * upstream).sum().backward()
     pi = p.clone().requires_grad_()
     loss = tigon.nn.TVDLoss(reduction=reduction)(pi, q, labels)
@@ -217,10 +229,11 @@ def test_tvd_matches_the_float64_reference(reduction: str, with_labels: bool, dt
     torch.testing.assert_close(pi.grad.double(), x.grad, **TOL[dtype])
 
 
-def test_tvd_equal_elements_take_minus_half() -> None:
-    p = torch.full((1, 4), 0.25, requires_grad=True)
+@pytest.mark.parametrize("device", DEVICES)
+def test_tvd_equal_elements_take_minus_half(device) -> None:
+    p = torch.full((1, 4), 0.25, device=device, requires_grad=True)
     tigon.ops.tvd(p, p.detach().clone(), reduction="sum").backward()
-    assert torch.equal(p.grad, torch.full((1, 4), -0.5))
+    assert torch.equal(p.grad, torch.full((1, 4), -0.5, device=device))
 
 
 # --------------------------------------------------------------------------------- operators
@@ -342,9 +355,133 @@ def test_errors_name_the_argument() -> None:
         tigon.nn.JSD(beta=-0.1)
 
 
+# ------------------------------------------------------------------------------- CUDA vs CPU
+
+
+def _run(op: str, x, t, labels, upstream, **kwargs):
+    """Loss and gradient of tigon.ops.<op> for `upstream` (one op, one device)."""
+    xi = x.clone().requires_grad_()
+    fn = getattr(tigon.ops, op)
+    loss = fn(xi, t, **kwargs) if op == "kl_div" else fn(xi, t, labels, **kwargs)
+    (loss * upstream).sum().backward()
+    return loss.detach(), xi.grad
+
+
+CUDA_CASES = [
+    ("kl_div", dict(reduction="batchmean")),
+    ("kl_div", dict(reduction="none", log_target=True)),
+    ("kl_div", dict(reduction="mean")),
+    ("jsd", dict(beta=0.0)),
+    ("jsd", dict(beta=0.5)),
+    ("jsd", dict(beta=1.0)),
+    ("tvd", dict(reduction="sum")),
+    ("tvd", dict(reduction="none")),
+]
+
+
+def _magnitude(op: str, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Per element, what the float32 rounding error of its loss and d/dx is relative to."""
+    x, t = x.double(), t.double()
+    if op == "tvd":
+        return 0.5 * (x.abs() + t.abs())
+    if op == "kl_div" and t.min() >= 0:  # probabilities (no log_target)
+        return t * (1 + torch.where(t > 0, t.log(), 0).abs() + x.abs())
+    return (x.exp() + t.exp()) * (2 + 2 * x.abs() + 2 * t.abs())
+
+
+def _assert_within(what: str, got, want, mag, dtype) -> None:
+    """|got - want| <= 2e-6 * mag (a few float32 ulps of the terms), or one ulp of a 16-bit
+    dtype (the float32 values may round to neighbours)."""
+    got, want = got.cpu(), want.cpu()
+    bad = (got.double() - want.double()).abs() > 2e-6 * mag + 1e-30
+    if dtype != torch.float32 and got.dtype == dtype:
+        bad &= ulp_distance(got, want) > 1
+    if bad.any():
+        i = tuple(int(v) for v in bad.nonzero()[0])
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} elements off, first at {i}: CUDA {got[i].item()!r} vs "
+            f"CPU {want[i].item()!r} (bound {2e-6 * mag[i].item():.3g})"
+        )
+
+
 @pytest.mark.gpu
-def test_cuda_is_not_yet_there() -> None:
-    """The CUDA kernels come in a later slice (issue 37); until then a CUDA tensor says so."""
-    x = _log_probs((2, 8), torch.float32).cuda()
-    with pytest.raises(RuntimeError, match="not yet on CUDA"):
-        tigon.ops.jsd(x, x)
+@pytest.mark.parametrize("vocab", [128256, 32001, 37])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize(
+    "case",
+    range(len(CUDA_CASES)),
+    ids=[o + "".join(f"-{k}={v}" for k, v in kw.items()) for o, kw in CUDA_CASES],
+)
+def test_cuda_matches_the_cpu_backend(case: int, dtype, vocab: int) -> None:
+    """Same inputs on both backends (some rows ignored for jsd and tvd): the gradient of tvd and
+    of plain kl_div bitwise (no exp or log), the rest within a few float32 ulps of their terms
+    (the device's expf / logf are not glibc's), or one ulp of a 16-bit dtype."""
+    op, kwargs = CUDA_CASES[case]
+    rows = 6
+    if op == "tvd":
+        x, t = _probs((rows, vocab), dtype), _probs((rows, vocab), dtype)
+    else:
+        x = _log_probs((rows, vocab), dtype)
+        plain_kl = op == "kl_div" and not kwargs.get("log_target", False)
+        t = _probs((rows, vocab), dtype) if plain_kl else _log_probs((rows, vocab), dtype)
+    labels = _labels(rows) if op != "kl_div" else None
+    reduction = kwargs.get("reduction", "batchmean")
+    upstream = torch.tensor(-1.5) if reduction != "none" else torch.randn(rows, vocab).to(dtype)
+    cpu = _run(op, x, t, labels, upstream, **kwargs)
+    cuda_labels = labels.cuda() if labels is not None else None
+    gpu = _run(op, x.cuda(), t.cuda(), cuda_labels, upstream.cuda(), **kwargs)
+
+    mag = _magnitude(op, x, t)
+    counted = rows if labels is None else int((labels != -100).sum())
+    if labels is not None:
+        mag[labels == -100] = 0
+    denominator = {"none": 1, "sum": 1, "mean": counted * vocab, "batchmean": counted}[reduction]
+    scale = upstream.double().abs() / denominator if denominator else torch.tensor(0.0)
+    if reduction == "none":
+        _assert_within("kNone loss", gpu[0], cpu[0], mag, dtype)
+    else:
+        bound = 1e-5 * float(mag.sum()) / max(denominator, 1) + 1e-7
+        assert abs(gpu[0].item() - cpu[0].item()) <= bound, (
+            f"reduced loss: CUDA {gpu[0].item()!r} vs CPU {cpu[0].item()!r} (bound {bound:.3g})"
+        )
+    exact_grad = op == "tvd" or (op == "kl_div" and not kwargs.get("log_target", False))
+    if exact_grad:
+        assert torch.equal(gpu[1].cpu(), cpu[1]), "gradient bits differ from the CPU backend's"
+    else:
+        _assert_within("gradient", gpu[1], cpu[1], mag * scale, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_cuda_kl_div_matches_torch_at_llama3_vocabulary(reduction: str) -> None:
+    """bf16 [4, 128256] against F.kl_div on CUDA in float64 (the loss and the gradient once
+    rounded to bf16), and two runs with the same bits."""
+    x = _log_probs((4, 128256), torch.bfloat16, "cuda")
+    t = _probs((4, 128256), torch.bfloat16, "cuda")
+    x64 = x.double().requires_grad_()
+    ref = F.kl_div(x64, t.double(), reduction=reduction)
+    ref.sum().backward()
+    got, grad = _run("kl_div", x, t, None, 1.0, reduction=reduction)
+    again, grad_again = _run("kl_div", x, t, None, 1.0, reduction=reduction)
+    torch.testing.assert_close(got.double(), ref.detach(), **TOL[torch.bfloat16])
+    torch.testing.assert_close(grad.double(), x64.grad, **TOL[torch.bfloat16])
+    assert torch.equal(got, again) and torch.equal(grad, grad_again), "run-to-run bits differ"
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_cuda_compile_fullgraph_matches_eager() -> None:
+    torch._dynamo.reset()
+    model = _Student().cuda()
+    h = torch.randn(6, 16, device="cuda")
+    log_p = _log_probs((6, 40), torch.float32, "cuda")
+    labels = torch.tensor([1, -100, 3, 4, -100, 5], device="cuda")
+    loss_eager = model(h, log_p, log_p.exp(), labels)
+    loss_eager.backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    loss = torch.compile(model, fullgraph=True)(h, log_p, log_p.exp(), labels)
+    loss.backward()
+    torch.testing.assert_close(loss, loss_eager)
+    for p, g in zip(model.parameters(), grads, strict=True):
+        torch.testing.assert_close(p.grad, g)

@@ -549,8 +549,6 @@ def _forward_grad_ops(device: str) -> dict[str, Callable[[], tuple[Any, ...]]]:
 def test_forward_gradient_held_by_the_caller_is_not_scaled(name: str, device: str) -> None:
     """A direct caller of the op keeps its gradient outputs: the backward scales copies, and the
     leaves get upstream * those gradients."""
-    if device == "cuda" and name in ("jsd", "tvd"):
-        pytest.skip("jsd / tvd are not on CUDA yet (issue 37)")
     call = _forward_grad_ops(device)[name]
     outs, leaves, first = call()
     held = [g for g in outs[first:] if g.numel()]
