@@ -26,7 +26,7 @@ transformers = pytest.importorskip("transformers")
 
 PATCHED = [f for f in FAMILIES if tt.FAMILIES[f].add_norm is not None]
 #: Families whose layers have no residual add followed by a norm (docs/transformers.md).
-NOT_PATCHED = {"olmo2", "olmo3", "exaone4", "lfm2", "falcon_h1"}
+NOT_PATCHED = {"olmo2", "olmo3", "exaone4", "falcon_h1"}
 
 
 @pytest.fixture(autouse=True)
@@ -101,7 +101,7 @@ def test_fused_add_norm_is_bitwise_the_unfused_layer(
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("family", ["llama", "gemma2", "phi3", "granite", "glm4"])
+@pytest.mark.parametrize("family", ["llama", "gemma2", "phi3", "granite", "glm4", "lfm2"])
 def test_fused_add_norm_is_bitwise_the_unfused_layer_cuda(
     family: str, dtype: torch.dtype, fused_calls: list[int]
 ) -> None:

@@ -98,6 +98,34 @@ def _branch_output(self: Any, out: torch.Tensor, index: int) -> torch.Tensor:
     return out
 
 
+def _short_conv(self: Any, normed: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:
+    """LFM2's conv layers: HF passes past_key_values, attention_mask and the layer's extra keyword
+    arguments (transformers 5.17: ``seq_idx`` alone, None when absent; 5.23: all of them)."""
+    conv = getattr(self, self.tigon_spec.conv)
+    extra = {k: v for k, v in kwargs.items() if k not in self.tigon_positional}
+    accepted = _keyword_names(type(conv).forward)
+    if accepted is not None:
+        extra = {k: v for k, v in extra.items() if k in accepted}
+    return conv(
+        hidden_states=normed,
+        past_key_values=kwargs.get("past_key_values"),
+        attention_mask=kwargs.get("attention_mask"),
+        **extra,
+    )
+
+
+#: forward function -> its parameter names (None: takes ``**kwargs``); filled by the parity probe.
+_KEYWORDS: dict[Any, frozenset[str] | None] = {}
+
+
+def _keyword_names(fn: Any) -> frozenset[str] | None:
+    if fn not in _KEYWORDS:
+        params = inspect.signature(fn).parameters.values()
+        var = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+        _KEYWORDS[fn] = None if var else frozenset(p.name for p in params)
+    return _KEYWORDS[fn]
+
+
 def _forward(self: Any, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     # HF's layer passes every argument after hidden_states on to the attention, by name.
     if args:
@@ -105,7 +133,10 @@ def _forward(self: Any, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) 
     spec = self.tigon_spec
     residual = hidden_states
     hidden_states = getattr(self, spec.input_norm)(hidden_states)
-    hidden_states = getattr(self, spec.attn)(hidden_states=hidden_states, **kwargs)[0]
+    if spec.conv is not None and not self.is_attention_layer:
+        hidden_states = _short_conv(self, hidden_states, kwargs)
+    else:
+        hidden_states = getattr(self, spec.attn)(hidden_states=hidden_states, **kwargs)[0]
     hidden_states = _branch_output(self, hidden_states, 0)
     hidden_states, residual = add_then_norm(getattr(self, spec.norm), hidden_states, residual)
     hidden_states = getattr(self, spec.mlp)(hidden_states)
@@ -183,7 +214,10 @@ __getattr__ = lazy_classes(globals(), _build_by_name)
 
 def _tiny_model(family: FamilySpec, hf_cls: type) -> nn.Module:
     """A 2-layer float32 causal LM of the family with tigon's norms and HF's layers."""
-    config = probe_config(family, num_hidden_layers=2)
+    spec = family.add_norm
+    assert spec is not None
+    extra = {} if spec.probe_layer_types is None else {"layer_types": list(spec.probe_layer_types)}
+    config = probe_config(family, num_hidden_layers=2, **extra)
     causal_lm = module_class(family, import_family_module(family), family.causal_lm)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)

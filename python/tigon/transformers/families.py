@@ -129,6 +129,10 @@ class AddNormSpec:
     branch_dropouts: tuple[str, str] | None = None
     #: Granite: attribute multiplying each branch output before its add.
     residual_multiplier: str | None = None
+    #: LFM2: the short-conv mixer run instead of attention where ``is_attention_layer`` is False.
+    conv: str | None = None
+    #: Layer types of the parity probe's 2-layer model (LFM2: one of each).
+    probe_layer_types: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -330,7 +334,10 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
                         "llama casting; operator/FFN pre-norms, q/k layernorms, embedding norm")},
                     mlp=MlpSpec("Lfm2MLP", "swiglu", "split", act_attr=None,
                                 proj=("w1", "w3", "w2")),
-                    rope=_rope("Lfm2Attention")),
+                    rope=_rope("Lfm2Attention"),
+                    add_norm=_pre("Lfm2DecoderLayer", input_norm="operator_norm",
+                                  norm="ffn_norm", mlp="feed_forward", conv="conv",
+                                  probe_layer_types=("conv", "full_attention"))),
             _family("glm4", f"{_M}.glm4.modeling_glm4", "Glm4ForCausalLM",
                     {"Glm4RMSNorm": _llama(
                         "llama casting; post-self-attention/post-MLP norms feed the residual sum")},
