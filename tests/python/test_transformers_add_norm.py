@@ -31,7 +31,12 @@ NOT_PATCHED = {"olmo2", "olmo3", "exaone4", "falcon_h1"}
 
 @pytest.fixture(autouse=True)
 def _restore() -> Iterator[None]:
-    yield from restore_transformers()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)  # two CUDA runs must agree
+    try:
+        yield from restore_transformers()
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
 
 
 @pytest.fixture
@@ -165,6 +170,27 @@ def test_hooked_norm_takes_the_unfused_path(fused_calls: list[int]) -> None:
     got = _run(model, "cpu")
     assert len(seen) == 2 and len(fused_calls) == 2  # layer 0 unfused, layer 1 fused (x2 runs)
     _assert_bitwise(ref, got, "qwen3 with a hooked norm")
+
+
+def test_global_and_backward_hooks_take_the_unfused_path(fused_calls: list[int]) -> None:
+    model = build_model("llama", tigon="instance")
+    norm = model.model.layers[1].post_attention_layernorm
+    grads: list[torch.Tensor] = []
+    handle = norm.register_full_backward_hook(lambda m, gin, gout: grads.append(gout[0]))
+    fused_calls.clear()
+    _run(model, "cpu")
+    assert len(fused_calls) == 2 and len(grads) == 1  # layer 0 fused (train, eval), layer 1 not
+    handle.remove()
+    seen: list[str] = []
+    handle = nn.modules.module.register_module_forward_hook(
+        lambda m, args, out: seen.append(type(m).__name__)
+    )
+    try:
+        fused_calls.clear()
+        _run(model, "cpu")
+    finally:
+        handle.remove()
+    assert not fused_calls and seen.count("TigonLlamaRMSNorm") == 2 * 5  # 2 per layer + final
 
 
 def test_gradient_checkpointing(fused_calls: list[int]) -> None:

@@ -57,12 +57,25 @@ class TigonAddNormLayer:
     tigon_positional: tuple[str, ...] = ()
 
 
+def _hooked(norm: nn.Module) -> bool:
+    """Hooks that must see the norm's own input or gradient (module or global ones)."""
+    return bool(
+        norm._forward_hooks
+        or norm._forward_pre_hooks
+        or norm._backward_hooks
+        or norm._backward_pre_hooks
+        or nn.modules.module._global_forward_hooks
+        or nn.modules.module._global_forward_pre_hooks
+        or nn.modules.module._global_backward_hooks
+        or nn.modules.module._global_backward_pre_hooks
+        or "_old_forward" in norm.__dict__  # accelerate
+    )
+
+
 def _fusable(norm: nn.Module, x: torch.Tensor, residual: torch.Tensor) -> bool:
     return (
         isinstance(norm, RMSNorm)
-        and not norm._forward_hooks
-        and not norm._forward_pre_hooks
-        and "_old_forward" not in norm.__dict__
+        and not _hooked(norm)
         and x.dtype == residual.dtype
         and x.shape == residual.shape
     )
