@@ -26,7 +26,7 @@ transformers = pytest.importorskip("transformers")
 
 PATCHED = [f for f in FAMILIES if tt.FAMILIES[f].add_norm is not None]
 #: Families whose layers have no residual add followed by a norm (docs/transformers.md).
-NOT_PATCHED = {"olmo2", "olmo3", "exaone4", "falcon_h1"}
+NOT_PATCHED = {"olmo2", "olmo3", "exaone4"}
 
 
 @pytest.fixture(autouse=True)

@@ -111,20 +111,56 @@ def _branch_output(self: Any, out: torch.Tensor, index: int) -> torch.Tensor:
     return out
 
 
-def _short_conv(self: Any, normed: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:
-    """LFM2's conv layers: HF passes past_key_values, attention_mask and the layer's extra keyword
-    arguments (transformers 5.17: ``seq_idx`` alone, None when absent; 5.23: all of them)."""
-    conv = getattr(self, self.tigon_spec.conv)
-    extra = {k: v for k, v in kwargs.items() if k not in self.tigon_positional}
-    accepted = _keyword_names(type(conv).forward)
+def _extra(self: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments HF's layer forward collects in ``**kwargs``."""
+    return {k: v for k, v in kwargs.items() if k not in self.tigon_positional}
+
+
+def _attention(self: Any, normed: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:
+    return getattr(self, self.tigon_spec.attn)(hidden_states=normed, **kwargs)[0]
+
+
+def _lfm2(self: Any, normed: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:
+    """LFM2: attention, or the short conv, to which HF passes past_key_values, attention_mask and
+    the layer's extra keyword arguments (transformers 5.17: ``seq_idx`` alone, None when absent;
+    5.23: all of them)."""
+    if self.is_attention_layer:
+        return _attention(self, normed, kwargs)
+    extra = _extra(self, kwargs)
+    accepted = _keyword_names(type(self.conv).forward)
     if accepted is not None:
         extra = {k: v for k, v in extra.items() if k in accepted}
-    return conv(
+    return self.conv(
         hidden_states=normed,
         past_key_values=kwargs.get("past_key_values"),
         attention_mask=kwargs.get("attention_mask"),
         **extra,
     )
+
+
+def _falcon_h1(self: Any, normed: torch.Tensor, kwargs: dict[str, Any]) -> torch.Tensor:
+    """Falcon-H1: ``mamba(h) * ssm_out + attn(h * attn_in) * attn_out``, as HF's layer calls them."""
+    extra = _extra(self, kwargs)
+    mamba = self.mamba(
+        hidden_states=normed,
+        cache_params=kwargs.get("past_key_values"),
+        attention_mask=kwargs.get("mamba_attention_mask"),
+        **extra,
+    )
+    mamba = mamba * self.ssm_out_multiplier
+    attention, _ = self.self_attn(
+        hidden_states=normed * self.attention_in_multiplier,
+        attention_mask=kwargs.get("attention_mask"),
+        position_ids=kwargs.get("position_ids"),
+        past_key_values=kwargs.get("past_key_values"),
+        use_cache=kwargs.get("use_cache", False),
+        position_embeddings=kwargs.get("position_embeddings"),
+        **extra,
+    )
+    return mamba + attention * self.attn_out_multiplier
+
+
+_MIXERS = {"attention": _attention, "lfm2": _lfm2, "falcon_h1": _falcon_h1}
 
 
 #: forward function -> its parameter names (None: takes ``**kwargs``); filled by the parity probe.
@@ -146,14 +182,12 @@ def _forward(self: Any, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) 
     spec = self.tigon_spec
     residual = hidden_states
     hidden_states = getattr(self, spec.input_norm)(hidden_states)
-    if spec.conv is not None and not self.is_attention_layer:
-        hidden_states = _short_conv(self, hidden_states, kwargs)
-    else:
-        hidden_states = getattr(self, spec.attn)(hidden_states=hidden_states, **kwargs)[0]
+    hidden_states = _MIXERS[spec.mixer](self, hidden_states, kwargs)
     hidden_states = _branch_output(self, hidden_states, 0)
     hidden_states, residual = add_then_norm(getattr(self, spec.norm), hidden_states, residual)
     hidden_states = getattr(self, spec.mlp)(hidden_states)
-    return residual + _branch_output(self, hidden_states, 1)
+    hidden_states = residual + _branch_output(self, hidden_states, 1)
+    return (hidden_states,) if spec.returns_tuple else hidden_states
 
 
 def _positional_names(family: FamilySpec, hf_cls: type) -> tuple[str, ...]:

@@ -129,8 +129,12 @@ class AddNormSpec:
     branch_dropouts: tuple[str, str] | None = None
     #: Granite: attribute multiplying each branch output before its add.
     residual_multiplier: str | None = None
-    #: LFM2: the short-conv mixer run instead of attention where ``is_attention_layer`` is False.
-    conv: str | None = None
+    #: What mixes the tokens before the first add: ``"attention"`` (``attn``), ``"lfm2"``
+    #: (attention, or the short conv ``conv`` where ``is_attention_layer`` is False),
+    #: ``"falcon_h1"`` (attention and the Mamba2 mixer side by side, scaled and summed).
+    mixer: str = "attention"
+    #: Falcon-H1: the layer returns ``(hidden_states,)``.
+    returns_tuple: bool = False
     #: Layer types of the parity probe's 2-layer model (LFM2: one of each).
     probe_layer_types: tuple[str, ...] | None = None
 
@@ -336,7 +340,7 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
                                 proj=("w1", "w3", "w2")),
                     rope=_rope("Lfm2Attention"),
                     add_norm=_pre("Lfm2DecoderLayer", input_norm="operator_norm",
-                                  norm="ffn_norm", mlp="feed_forward", conv="conv",
+                                  norm="ffn_norm", mlp="feed_forward", mixer="lfm2",
                                   probe_layer_types=("conv", "full_attention"))),
             _family("glm4", f"{_M}.glm4.modeling_glm4", "Glm4ForCausalLM",
                     {"Glm4RMSNorm": _llama(
@@ -350,6 +354,8 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
                     mlp=MlpSpec("FalconH1MLP", "swiglu", "split",
                                 multipliers=("gate_multiplier", "down_multiplier")),
                     rope=_rope("FalconH1Attention"),
+                    add_norm=_pre("FalconH1DecoderLayer", norm="pre_ff_layernorm",
+                                  mlp="feed_forward", mixer="falcon_h1", returns_tuple=True),
                     loss=LossSpec(logit_multiplier_attr="model.lm_head_multiplier"),
                     probe_config={"mamba_d_ssm": 32, "mamba_n_heads": 2, "mamba_d_state": 8,
                                   "mamba_chunk_size": 8, "mlp_multipliers": [0.7, 1.3],
