@@ -227,6 +227,18 @@ def test_positional_arguments_reach_the_attention() -> None:
     assert issubclass(cls, LlamaDecoderLayer)
 
 
+@pytest.mark.parametrize("family", ["llama", "gemma3_text", "lfm2", "falcon_h1"])
+def test_generation_with_kv_cache(family: str) -> None:
+    """Greedy decoding (prefill, then one token at a time through the cache) is unchanged."""
+    outs = []
+    for fused in (False, True):
+        model = build_model(family, tigon="instance", kernels={"fused_add_norm": fused}).eval()
+        prompt = token_ids(batch=1, seq=6)
+        with torch.no_grad():
+            outs.append(model.generate(prompt, max_new_tokens=6, do_sample=False, use_cache=True))
+    assert torch.equal(outs[0], outs[1]), f"{family}: {outs[0].tolist()} vs {outs[1].tolist()}"
+
+
 def test_changed_layer_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from transformers.models.llama import modeling_llama
 

@@ -55,6 +55,8 @@ class TigonAddNormLayer:
     tigon_spec: AddNormSpec
     #: Names of HF's forward parameters after ``hidden_states`` that may come positionally.
     tigon_positional: tuple[str, ...] = ()
+    #: Their defaults (HF's layer passes each of them on by name, given or not).
+    tigon_defaults: dict[str, Any] = {}  # noqa: RUF012 - replaced per class, never mutated
 
 
 def _hooked(norm: nn.Module) -> bool:
@@ -177,8 +179,7 @@ def _keyword_names(fn: Any) -> frozenset[str] | None:
 
 def _forward(self: Any, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     # HF's layer passes every argument after hidden_states on to the attention, by name.
-    if args:
-        kwargs = {**dict(zip(self.tigon_positional, args)), **kwargs}
+    kwargs = {**self.tigon_defaults, **dict(zip(self.tigon_positional, args)), **kwargs}
     spec = self.tigon_spec
     residual = hidden_states
     hidden_states = getattr(self, spec.input_norm)(hidden_states)
@@ -190,7 +191,8 @@ def _forward(self: Any, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) 
     return (hidden_states,) if spec.returns_tuple else hidden_states
 
 
-def _positional_names(family: FamilySpec, hf_cls: type) -> tuple[str, ...]:
+def _named_parameters(family: FamilySpec, hf_cls: type) -> list[inspect.Parameter]:
+    """HF's layer forward parameters after ``hidden_states``, except ``**kwargs``."""
     params = list(inspect.signature(hf_cls.forward).parameters.values())
     names = [p.name for p in params]
     if names[:2] != ["self", "hidden_states"]:
@@ -199,7 +201,7 @@ def _positional_names(family: FamilySpec, hf_cls: type) -> tuple[str, ...]:
             f"{hf_cls.__name__}.forward takes {names}; expected (self, hidden_states, ...)",
         )
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.POSITIONAL_ONLY)
-    return tuple(p.name for p in params[2:] if p.kind in kinds)
+    return [p for p in params[2:] if p.kind in kinds]
 
 
 def _class_name(spec: AddNormSpec) -> str:
@@ -209,6 +211,7 @@ def _class_name(spec: AddNormSpec) -> str:
 def _build_class(family: FamilySpec, hf_cls: type) -> type:
     spec = family.add_norm
     assert spec is not None
+    named = _named_parameters(family, hf_cls)
     attrs: dict[str, Any] = {
         "forward": _forward,
         "__doc__": f"{family.module}.{spec.layer} with its residual add + {spec.norm} fused "
@@ -216,7 +219,8 @@ def _build_class(family: FamilySpec, hf_cls: type) -> type:
         "tigon_family": family.name,
         "tigon_replaces": f"{family.module}.{spec.layer}",
         "tigon_spec": spec,
-        "tigon_positional": _positional_names(family, hf_cls),
+        "tigon_positional": tuple(p.name for p in named),
+        "tigon_defaults": {p.name: p.default for p in named if p.default is not p.empty},
     }
     # __name__ stays HF's: accelerate's _no_split_modules and save_pretrained match on it.
     return make_subclass(
