@@ -58,6 +58,7 @@ test-compat: install
 	  rm -rf $(COMPAT_DIR)/torch* $(COMPAT_DIR)/bin && touch $(COMPAT_DIR)/.installed; }
 	PYTHONPATH=$(abspath $(COMPAT_DIR)) $(PY) -m pytest -q -p no:cacheprovider \
 	  tests/python/test_transformers_patch.py tests/python/test_transformers_kernels.py \
+	  tests/python/test_transformers_add_norm.py \
 	  tests/python/test_convergence.py --expect-transformers $(COMPAT_TRANSFORMERS)
 
 # The training demo: HF vs tigon-patched Llama-style model, CUDA when present, else the CPU.

@@ -11,9 +11,12 @@ gradients, optimizer state and activations), and writes JSON and CSV.
     python benchmarks/python/bench_e2e_train.py --compile           # + torch.compile(model) rows
     python benchmarks/python/bench_e2e_train.py --quick             # smoke test (2 layers, seq 1024)
     python benchmarks/python/bench_e2e_train.py --device cpu --quick  # CPU smoke test (tiny sizes)
+    python benchmarks/python/bench_e2e_train.py --fused-add-norm both  # tigon rows with it on, off
 
 The tigon rows use every kernel of apply_tigon_kernel_to_llama by default (RMSNorm, RoPE, SwiGLU,
-fused linear cross-entropy: no [tokens, vocab] logits in training); --kernels picks a subset.
+fused linear cross-entropy: no [tokens, vocab] logits in training, the fused residual add +
+RMSNorm); --kernels picks a subset. --fused-add-norm on|off|both sets the fused add-norm of every
+tigon row (both: each tigon row twice, off then on, in the same run; losses should be equal).
 """
 
 from __future__ import annotations
@@ -60,6 +63,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="all",
         help="tigon kernels: 'all' (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy) or a "
         "comma list of apply_tigon_kernel_to_llama flags, e.g. rms_norm,rope,swiglu",
+    )
+    p.add_argument(
+        "--fused-add-norm",
+        choices=["on", "off", "both"],
+        help="the tigon rows' fused residual add + RMSNorm (default: as --kernels says); both: "
+        "every tigon row with it off and on",
     )
     p.add_argument("--quick", action="store_true", help="smoke test: small sizes, few steps")
     p.add_argument(
@@ -113,6 +122,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["provider"].startswith("tigon"):
         wanted = spec["kernels"]
         flags = {} if wanted == "all" else {k: k in wanted for k in tt.kernel_flags("llama")}
+        if spec.get("fused_add_norm") is not None:
+            flags["fused_add_norm"] = spec["fused_add_norm"]
         tt.apply_tigon_kernel_to_llama(**flags)
     config = LlamaConfig(
         vocab_size=spec["vocab"],
@@ -186,6 +197,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         "last_loss": losses[-1],
         "parameters": n_params,
         "patched_modules": len(patched),
+        "fused_add_norm_layers": sum("fused_add_rms_norm" in v for v in patched.values()),
     }
 
 
@@ -219,6 +231,14 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         return {"error": tail[-1][:200] if tail else f"exit code {proc.returncode}"}
 
 
+def _variants(provider: str, fused_add_norm: str | None) -> list[tuple[str, bool | None]]:
+    """(row label, fused_add_norm setting) for one provider: two rows for tigon with "both"."""
+    if not provider.startswith("tigon") or fused_add_norm is None:
+        return [(LABELS[provider], None)]
+    settings = {"on": [True], "off": [False], "both": [False, True]}[fused_add_norm]
+    return [(f"{LABELS[provider]} (add-norm {'on' if s else 'off'})", s) for s in settings]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Runs every provider at every batch size, prints the table, writes JSON and CSV."""
     args = parse_args(argv)
@@ -241,16 +261,19 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     for batch in args.batch:
         base: dict[str, Any] | None = None
-        for provider in args.providers:
+        runs = [(p, *v) for p in args.providers for v in _variants(p, args.fused_add_norm)]
+        for provider, label, fused_add_norm in runs:
             spec = {**shape, "provider": provider, "batch": batch, "device": args.device}
             spec["kernels"] = args.kernels if args.kernels == "all" else args.kernels.split(",")
-            spec |= {"steps": args.steps, "warmup": args.warmup}
+            spec |= {"steps": args.steps, "warmup": args.warmup, "fused_add_norm": fused_add_norm}
             if args.profile:
                 args.out.mkdir(parents=True, exist_ok=True)
                 tag = provider.replace("+", "_")
+                if fused_add_norm is not None:
+                    tag += f"_addnorm_{'on' if fused_add_norm else 'off'}"
                 spec["profile_to"] = str((args.out / f"profile_{tag}_b{batch}.txt").resolve())
             result = run(spec)
-            row = {"batch": batch, "provider": LABELS[provider], **result}
+            row = {"batch": batch, "provider": label, **result}
             if provider == "hf" and "error" not in result:
                 base = result
             if base is not None and "error" not in result:
@@ -261,12 +284,13 @@ def main(argv: list[str] | None = None) -> None:
             status = result.get("error") or (
                 f"{result['tokens_per_s']:,.0f} tok/s, {result['ms_per_step']:.1f} ms/step"
             )
-            print(f"  batch {batch} {LABELS[provider]}: {status}", flush=True)
+            print(f"  batch {batch} {label}: {status}", flush=True)
     print()
     harness.print_table(
         rows,
         ["batch", "provider", "tokens_per_s", "speedup", "ms_per_step", "peak_gib"]
-        + ["memory_ratio", "first_loss", "patched_modules", "error"],
+        + ["memory_ratio", "first_loss", "last_loss", "patched_modules", "fused_add_norm_layers"]
+        + ["error"],
     )
     harness.save(args.out, "e2e_train", {**env, **shape, "steps": args.steps}, rows)
 

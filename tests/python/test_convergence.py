@@ -201,6 +201,35 @@ def test_convergence_gradient_checkpointing(family: str, device: str, dtype: tor
     print(f"{family} checkpointing {device} {dtype}: {_fmt(worst)}")
 
 
+ADD_NORM_FAMILIES = [f for f in FAMILIES if tt.FAMILIES[f].add_norm is not None]
+
+
+@pytest.mark.parametrize(("device", "dtype"), DEVICE_DTYPES)
+@pytest.mark.parametrize("family", ADD_NORM_FAMILIES)
+def test_convergence_fused_add_norm_on_off(family: str, device: str, dtype: torch.dtype) -> None:
+    """Every other kernel on, the fused residual add + RMSNorm on vs off: the same training run
+    bit for bit (every loss, the final log-probs, every parameter)."""
+    _check_device(device)
+    batches, eval_batch = _data(device)
+    runs = {}
+    for fused in (False, True):
+        model = build_model(
+            family, tigon="classes", kernels={"fused_add_norm": fused}, dtype=dtype, device=device
+        )
+        fused_layers = [v for v in tt.patched_modules(model).values() if "fused_add" in v]
+        assert len(fused_layers) == (model.config.num_hidden_layers if fused else 0)
+        runs[fused] = train(model, batches, eval_batch, lr=LR[dtype])
+        tt.revert_patches(family)
+    off, on = runs[False], runs[True]
+    what = f"{family} fused_add_norm on vs off, {device} {dtype}"
+    assert on.losses == off.losses, f"{what}: losses off {off.losses} vs on {on.losses}"
+    assert torch.equal(on.eval_topk, off.eval_topk), f"{what}: final log-probs differ"
+    for name, p in off.params.items():
+        d = (on.params[name].float() - p.float()).abs().max().item()
+        assert torch.equal(on.params[name], p), f"{what}: {name} differs by up to {d:.3g}"
+    _assert_learned(on)
+
+
 # One family per casting mode. On the CPU (CI), Inductor's C++ code generation is what costs
 # (minutes on 2 cores with a cold cache), so gemma2 there goes through Dynamo and AOTAutograd
 # only ("aot_eager": the same graph capture, functionalization of the in-place backward and

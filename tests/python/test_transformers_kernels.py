@@ -78,8 +78,10 @@ def test_flags_per_family() -> None:
         flags = tt.kernel_flags(family)
         rope = {"rope": True} if tt.FAMILIES[family].rope is not None else {}
         mlp = {GLU[family]: True} if tt.FAMILIES[family].mlp is not None else {}
+        add_norm = {"fused_add_norm": True} if tt.FAMILIES[family].add_norm is not None else {}
         assert flags == {
             "rms_norm": True,
+            **add_norm,
             **rope,
             **mlp,
             "cross_entropy": False,

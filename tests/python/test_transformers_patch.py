@@ -146,8 +146,10 @@ def test_every_family_has_an_apply_function() -> None:
         glu = "geglu" if family.startswith("gemma") else "swiglu"
         rope = ["rope"] if tt.FAMILIES[family].rope is not None else []
         mlp = [glu] if tt.FAMILIES[family].mlp is not None else []
+        add_norm = ["fused_add_norm"] if tt.FAMILIES[family].add_norm is not None else []
         assert list(params) == [
             "rms_norm",
+            *add_norm,
             *rope,
             *mlp,
             "cross_entropy",
@@ -156,7 +158,7 @@ def test_every_family_has_an_apply_function() -> None:
         ]
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
         assert params["rms_norm"].default is True and params["model"].default is None
-        assert all(params[k].default is True for k in [*rope, *mlp])
+        assert all(params[k].default is True for k in [*add_norm, *rope, *mlp])
         assert params["fused_linear_cross_entropy"].default is True
         assert params["cross_entropy"].default is False
         assert fn.__doc__ and family in fn.__doc__
@@ -468,7 +470,7 @@ def test_nothing_to_patch_is_an_error() -> None:
 def test_bad_arguments() -> None:
     with pytest.raises(
         TypeError,
-        match="unexpected keyword argument 'geglu'.*accepts rms_norm, rope, swiglu, cross_entropy",
+        match="unexpected keyword argument 'geglu'.*accepts rms_norm, fused_add_norm, rope, swiglu,",
     ):
         tt.apply_tigon_kernel_to_llama(geglu=True)
     with pytest.raises(TypeError, match="must be a bool"):

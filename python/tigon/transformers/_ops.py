@@ -63,6 +63,19 @@ def glu_packed_down_proj(kind: str, gate_up: torch.Tensor, down_proj: Any) -> to
     return tigon.nn.glu_packed_down_proj(kind, gate_up, down_proj, in_place=True)
 
 
+def fused_add_rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    offset: float,
+    casting_mode: str,
+    in_place: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``h = x + residual`` and ``rms_norm(h)`` in one op: returns ``(y, h)``."""
+    return _op("fused_add_rms_norm")(x, residual, weight, eps, offset, casting_mode, in_place)
+
+
 def rope(
     q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int
 ) -> tuple[torch.Tensor, torch.Tensor]:

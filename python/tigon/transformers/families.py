@@ -29,6 +29,7 @@ from types import MappingProxyType
 __all__ = [
     "FAMILIES",
     "MODEL_TYPE_TO_FAMILY",
+    "AddNormSpec",
     "FamilySpec",
     "LossSpec",
     "MlpSpec",
@@ -107,6 +108,38 @@ class LossSpec:
 
 
 @dataclass(frozen=True)
+class AddNormSpec:
+    """The decoder layer whose attention-branch residual add is fused with the norm after it.
+
+    ``layout``: ``"pre"`` (Llama: ``h = residual + attn(input_norm(x))``, then ``norm(h)``
+    before the MLP) or ``"sandwich"`` (Gemma2/3, GLM-4: each branch output is normed by
+    ``branch_norms`` before its add). Every name is an attribute of the decoder layer.
+    """
+
+    layer: str
+    #: The norm right after the attention add (the one fused with it).
+    norm: str = "post_attention_layernorm"
+    layout: str = "pre"
+    input_norm: str = "input_layernorm"
+    attn: str = "self_attn"
+    mlp: str = "mlp"
+    #: ``"sandwich"``: the norms applied to (attention output, MLP output) before their adds.
+    branch_norms: tuple[str, str] | None = None
+    #: Phi3: dropouts applied to (attention output, MLP output) before their adds.
+    branch_dropouts: tuple[str, str] | None = None
+    #: Granite: attribute multiplying each branch output before its add.
+    residual_multiplier: str | None = None
+    #: What mixes the tokens before the first add: ``"attention"`` (``attn``), ``"lfm2"``
+    #: (attention, or the short conv ``conv`` where ``is_attention_layer`` is False),
+    #: ``"falcon_h1"`` (attention and the Mamba2 mixer side by side, scaled and summed).
+    mixer: str = "attention"
+    #: Falcon-H1: the layer returns ``(hidden_states,)``.
+    returns_tuple: bool = False
+    #: Layer types of the parity probe's 2-layer model (LFM2: one of each).
+    probe_layer_types: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
 class FamilySpec:
     """One model family (= one HF ``model_type`` and its modeling module)."""
 
@@ -125,6 +158,9 @@ class FamilySpec:
     loss: LossSpec = LossSpec()
     #: Config overrides for the tiny models of the parity probes (beyond the common ones).
     probe_config: Mapping[str, object] = field(default_factory=dict)
+    #: The decoder layer whose residual add + norm is fused (None: no such add, see
+    #: docs/transformers.md "Fused residual add + RMSNorm").
+    add_norm: AddNormSpec | None = None
 
 
 def _llama(why: str = "pre-norm; forward rounds x*rstd before the weight multiply") -> NormSpec:
@@ -163,6 +199,7 @@ def _family(
     rope: RopeSpec | None,
     loss: LossSpec = LossSpec(),
     probe_config: dict[str, object] | None = None,
+    add_norm: AddNormSpec | None = None,
 ) -> FamilySpec:
     return FamilySpec(
         name,
@@ -174,6 +211,7 @@ def _family(
         rope,
         loss,
         MappingProxyType(probe_config or {}),
+        add_norm,
     )
 
 
@@ -190,6 +228,10 @@ def _rope(attention: str, variant: str = "plain") -> RopeSpec:
 _INTERLEAVED_ROPE = None
 
 
+def _pre(layer: str, **kwargs: object) -> AddNormSpec:
+    return AddNormSpec(layer, **kwargs)  # type: ignore[arg-type]
+
+
 _SOFTCAP = LossSpec(softcap_attr="final_logit_softcapping")
 
 
@@ -202,45 +244,55 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
         for f in (
             _family("llama", f"{_M}.llama.modeling_llama", "LlamaForCausalLM",
                     {"LlamaRMSNorm": _llama()},
-                    mlp=_swiglu("LlamaMLP"), rope=_rope("LlamaAttention")),
+                    mlp=_swiglu("LlamaMLP"), rope=_rope("LlamaAttention"),
+                    add_norm=_pre("LlamaDecoderLayer")),
             _family("mistral", f"{_M}.mistral.modeling_mistral", "MistralForCausalLM",
                     {"MistralRMSNorm": _llama()},
-                    mlp=_swiglu("MistralMLP"), rope=_rope("MistralAttention")),
+                    mlp=_swiglu("MistralMLP"), rope=_rope("MistralAttention"),
+                    add_norm=_pre("MistralDecoderLayer")),
             _family("mixtral", f"{_M}.mixtral.modeling_mixtral", "MixtralForCausalLM",
                     {"MixtralRMSNorm": _llama()},
                     mlp=_swiglu("MixtralExperts", "experts"), rope=_rope("MixtralAttention"),
                     loss=LossSpec(router_aux_loss=True),
                     probe_config={"num_local_experts": 4, "num_experts_per_tok": 2,
-                                  "output_router_logits": True}),
+                                  "output_router_logits": True},
+                    add_norm=_pre("MixtralDecoderLayer")),
             _family("qwen2", f"{_M}.qwen2.modeling_qwen2", "Qwen2ForCausalLM",
                     {"Qwen2RMSNorm": _llama()},
-                    mlp=_swiglu("Qwen2MLP"), rope=_rope("Qwen2Attention")),
+                    mlp=_swiglu("Qwen2MLP"), rope=_rope("Qwen2Attention"),
+                    add_norm=_pre("Qwen2DecoderLayer")),
             _family("qwen3", f"{_M}.qwen3.modeling_qwen3", "Qwen3ForCausalLM",
                     {"Qwen3RMSNorm": _llama(
                         "llama casting; also q_norm/k_norm over head_dim, whose output gradient "
                         "comes from RoPE's backward (a private buffer)")},
-                    mlp=_swiglu("Qwen3MLP"), rope=_rope("Qwen3Attention")),
+                    mlp=_swiglu("Qwen3MLP"), rope=_rope("Qwen3Attention"),
+                    add_norm=_pre("Qwen3DecoderLayer")),
             _family("gemma", f"{_M}.gemma.modeling_gemma", "GemmaForCausalLM",
                     {"GemmaRMSNorm": _GEMMA1},
-                    mlp=MlpSpec("GemmaMLP", "geglu", "split"), rope=_rope("GemmaAttention")),
+                    mlp=MlpSpec("GemmaMLP", "geglu", "split"), rope=_rope("GemmaAttention"),
+                    add_norm=_pre("GemmaDecoderLayer")),
             _family("gemma2", f"{_M}.gemma2.modeling_gemma2", "Gemma2ForCausalLM",
                     {"Gemma2RMSNorm": _GEMMA_SANDWICH},
                     mlp=MlpSpec("Gemma2MLP", "geglu", "split", "hidden_activation"),
-                    rope=_rope("Gemma2Attention"), loss=_SOFTCAP),
+                    rope=_rope("Gemma2Attention"), loss=_SOFTCAP,
+                    add_norm=_pre("Gemma2DecoderLayer", norm="pre_feedforward_layernorm", layout="sandwich", branch_norms=("post_attention_layernorm", "post_feedforward_layernorm"))),
             _family("gemma3_text", f"{_M}.gemma3.modeling_gemma3", "Gemma3ForCausalLM",
                     {"Gemma3RMSNorm": _GEMMA_SANDWICH},
                     mlp=MlpSpec("Gemma3MLP", "geglu", "split", "hidden_activation"),
                     rope=_rope("Gemma3Attention"), loss=_SOFTCAP,
-                    probe_config={"final_logit_softcapping": 30.0}),
+                    probe_config={"final_logit_softcapping": 30.0},
+                    add_norm=_pre("Gemma3DecoderLayer", norm="pre_feedforward_layernorm", layout="sandwich", branch_norms=("post_attention_layernorm", "post_feedforward_layernorm"))),
             _family("phi3", f"{_M}.phi3.modeling_phi3", "Phi3ForCausalLM",
                     {"Phi3RMSNorm": _llama()},
                     mlp=_swiglu("Phi3MLP", "fused"), rope=_rope("Phi3Attention", "partial"),
-                    probe_config={"partial_rotary_factor": 0.5}),
+                    probe_config={"partial_rotary_factor": 0.5},
+                    add_norm=_pre("Phi3DecoderLayer", branch_dropouts=("resid_attn_dropout", "resid_mlp_dropout"))),
             _family("granite", f"{_M}.granite.modeling_granite", "GraniteForCausalLM",
                     {"GraniteRMSNorm": _llama()},
                     mlp=_swiglu("GraniteMLP"), rope=_rope("GraniteAttention"),
                     loss=LossSpec(logit_divisor_attr="logits_scaling"),
-                    probe_config={"logits_scaling": 4.0}),
+                    probe_config={"logits_scaling": 4.0},
+                    add_norm=_pre("GraniteDecoderLayer", residual_multiplier="residual_multiplier")),
             _family("olmo2", f"{_M}.olmo2.modeling_olmo2", "Olmo2ForCausalLM",
                     {"Olmo2RMSNorm": _OLMO2},
                     mlp=_swiglu("Olmo2MLP"), rope=_rope("Olmo2Attention", "cast")),
@@ -249,10 +301,12 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
                     mlp=_swiglu("Olmo3MLP"), rope=_rope("Olmo3Attention", "cast")),
             _family("smollm3", f"{_M}.smollm3.modeling_smollm3", "SmolLM3ForCausalLM",
                     {"SmolLM3RMSNorm": _llama()},
-                    mlp=_swiglu("SmolLM3MLP"), rope=_rope("SmolLM3Attention")),
+                    mlp=_swiglu("SmolLM3MLP"), rope=_rope("SmolLM3Attention"),
+                    add_norm=_pre("SmolLM3DecoderLayer")),
             _family("ministral", f"{_M}.ministral.modeling_ministral", "MinistralForCausalLM",
                     {"MinistralRMSNorm": _llama()},
-                    mlp=_swiglu("MinistralMLP"), rope=_rope("MinistralAttention")),
+                    mlp=_swiglu("MinistralMLP"), rope=_rope("MinistralAttention"),
+                    add_norm=_pre("MinistralDecoderLayer")),
             _family("exaone4", f"{_M}.exaone4.modeling_exaone4", "Exaone4ForCausalLM",
                     {"Exaone4RMSNorm": _llama(
                         "llama casting; post-norms feed the residual sum; q_norm/k_norm")},
@@ -261,30 +315,38 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
                     "HunYuanDenseV1ForCausalLM",
                     {"HunYuanDenseV1RMSNorm": _llama(
                         "llama casting; also query_layernorm/key_layernorm over head_dim")},
-                    mlp=_swiglu("HunYuanDenseV1MLP"), rope=_rope("HunYuanDenseV1Attention")),
+                    mlp=_swiglu("HunYuanDenseV1MLP"), rope=_rope("HunYuanDenseV1Attention"),
+                    add_norm=_pre("HunYuanDenseV1DecoderLayer")),
             _family("seed_oss", f"{_M}.seed_oss.modeling_seed_oss", "SeedOssForCausalLM",
                     {"SeedOssRMSNorm": _llama()},
                     mlp=MlpSpec("SeedOssMLP", "swiglu", "split", dropout_attr="residual_dropout"),
                     rope=_rope("SeedOssAttention"),
-                    probe_config={"residual_dropout": 0.0, "attention_dropout": 0.0}),
+                    probe_config={"residual_dropout": 0.0, "attention_dropout": 0.0},
+                    add_norm=_pre("SeedOssDecoderLayer")),
             _family("ernie4_5", f"{_M}.ernie4_5.modeling_ernie4_5", "Ernie4_5ForCausalLM",
                     {"Ernie4_5RMSNorm": _llama()},
-                    mlp=_swiglu("Ernie4_5MLP"), rope=_INTERLEAVED_ROPE),
+                    mlp=_swiglu("Ernie4_5MLP"), rope=_INTERLEAVED_ROPE,
+                    add_norm=_pre("Ernie4_5DecoderLayer")),
             _family("apertus", f"{_M}.apertus.modeling_apertus", "ApertusForCausalLM",
                     {"ApertusRMSNorm": _llama(
                         "llama casting; attention/feedforward pre-norms, q_norm/k_norm")},
                     mlp=None,  # not gated: down(xielu(up(x)))
-                    rope=_rope("ApertusAttention")),
+                    rope=_rope("ApertusAttention"),
+                    add_norm=_pre("ApertusDecoderLayer", input_norm="attention_layernorm", norm="feedforward_layernorm")),
             _family("lfm2", f"{_M}.lfm2.modeling_lfm2", "Lfm2ForCausalLM",
                     {"Lfm2RMSNorm": _llama(
                         "llama casting; operator/FFN pre-norms, q/k layernorms, embedding norm")},
                     mlp=MlpSpec("Lfm2MLP", "swiglu", "split", act_attr=None,
                                 proj=("w1", "w3", "w2")),
-                    rope=_rope("Lfm2Attention")),
+                    rope=_rope("Lfm2Attention"),
+                    add_norm=_pre("Lfm2DecoderLayer", input_norm="operator_norm",
+                                  norm="ffn_norm", mlp="feed_forward", mixer="lfm2",
+                                  probe_layer_types=("conv", "full_attention"))),
             _family("glm4", f"{_M}.glm4.modeling_glm4", "Glm4ForCausalLM",
                     {"Glm4RMSNorm": _llama(
                         "llama casting; post-self-attention/post-MLP norms feed the residual sum")},
-                    mlp=_swiglu("Glm4MLP", "fused"), rope=_INTERLEAVED_ROPE),
+                    mlp=_swiglu("Glm4MLP", "fused"), rope=_INTERLEAVED_ROPE,
+                    add_norm=_pre("Glm4DecoderLayer", layout="sandwich", branch_norms=("post_self_attn_layernorm", "post_mlp_layernorm"))),
             _family("falcon_h1", f"{_M}.falcon_h1.modeling_falcon_h1", "FalconH1ForCausalLM",
                     {"FalconH1RMSNorm": _llama(
                         "llama casting; input/pre-FF norms, final norm (the Mamba mixer's "
@@ -292,6 +354,8 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
                     mlp=MlpSpec("FalconH1MLP", "swiglu", "split",
                                 multipliers=("gate_multiplier", "down_multiplier")),
                     rope=_rope("FalconH1Attention"),
+                    add_norm=_pre("FalconH1DecoderLayer", norm="pre_ff_layernorm",
+                                  mlp="feed_forward", mixer="falcon_h1", returns_tuple=True),
                     loss=LossSpec(logit_multiplier_attr="model.lm_head_multiplier"),
                     probe_config={"mamba_d_ssm": 32, "mamba_n_heads": 2, "mamba_d_state": 8,
                                   "mamba_chunk_size": 8, "mlp_multipliers": [0.7, 1.3],

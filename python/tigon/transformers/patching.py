@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from torch import nn
 
+from tigon.transformers import add_norm as _add_norm
 from tigon.transformers import loss as _loss
 from tigon.transformers import mlp as _mlp
 from tigon.transformers import norm as _norm
@@ -72,6 +73,8 @@ def describe_module(module: nn.Module) -> str | None:
         return norm
     if isinstance(module, _mlp.TigonGLU):
         return _mlp.describe(module.tigon_spec)
+    if isinstance(module, _add_norm.TigonAddNormLayer):
+        return _add_norm.describe(module.tigon_spec)
     loss = _loss.describe(module)
     if loss is not None:
         return loss
@@ -116,6 +119,13 @@ KERNELS: Mapping[str, Kernel] = types.MappingProxyType(
     {
         "rms_norm": Kernel(
             "rms_norm", True, lambda f: bool(f.norms), _norm.replace_classes, _norm.patch_instances
+        ),
+        "fused_add_norm": Kernel(
+            "fused_add_norm",
+            True,
+            lambda f: f.add_norm is not None,
+            _add_norm.replace_classes,
+            _add_norm.patch_instances,
         ),
         "rope": Kernel(
             "rope",
@@ -189,6 +199,13 @@ def _resolve_flags(spec: FamilySpec, fn_name: str, flags: Mapping[str, Any]) -> 
     resolved = {**accepted, **flags}
     if flags.get("cross_entropy") and "fused_linear_cross_entropy" not in flags:
         resolved["fused_linear_cross_entropy"] = False  # asking for the unfused loss implies it
+    if flags.get("rms_norm") is False and "fused_add_norm" in accepted:
+        if flags.get("fused_add_norm"):
+            raise ValueError(
+                f"{fn_name}(): fused_add_norm=True needs rms_norm=True (the fused op is tigon's "
+                f"RMSNorm with the residual add in front); pass fused_add_norm=False"
+            )
+        resolved["fused_add_norm"] = False  # HF's norms stay: nothing to fuse the add into
     if resolved.get("cross_entropy") and resolved.get("fused_linear_cross_entropy"):
         raise ValueError(
             f"{fn_name}(): cross_entropy=True and fused_linear_cross_entropy=True are exclusive "
@@ -269,6 +286,12 @@ class ApplyFn(Protocol):
 
 def _kernels_doc(spec: FamilySpec) -> str:
     lines = []
+    if spec.add_norm is not None:
+        a = spec.add_norm
+        lines.append(
+            f"        fused_add_norm: ``{a.layer}``'s residual add + ``{a.norm}`` -> "
+            f"tigon.ops.fused_add_rms_norm (needs rms_norm=True)."
+        )
     if spec.rope is not None:
         lines.append(
             f"        rope: ``{spec.module}.{spec.rope.fn}`` -> tigon.ops.rope (process-wide, also "
@@ -367,4 +390,5 @@ def revert_patches(family: str | None = None) -> list[str]:
     restored: list[str] = []
     for spec in names.values():
         restored += _rope.revert(spec) + _mlp.revert(spec) + _loss.revert(spec) + _norm.revert(spec)
+        restored += _add_norm.revert(spec)
     return restored
