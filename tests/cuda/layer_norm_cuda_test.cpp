@@ -42,7 +42,12 @@ using tigon::testing::fill_normal;
 using tigon::testing::float_vector_view;
 using tigon::testing::floats_from_device;
 using tigon::testing::from_device;
+using tigon::testing::expect_bitwise_equal;
+using tigon::testing::expect_outside_untouched;
+using tigon::testing::expect_same_values;
 using tigon::testing::Matrix;
+using tigon::testing::storage_bits;
+using tigon::testing::storage_from;
 using tigon::testing::to_device;
 using tigon::testing::ulp_at;
 
@@ -259,38 +264,6 @@ class GpuCase {
   std::size_t workspace_bytes_ = 0;
 };
 
-void expect_bitwise_equal(const Matrix& a, const Matrix& b, const char* what) {
-  ASSERT_EQ(a.bytes.size(), b.bytes.size());
-  std::int64_t first = -1, count = 0;
-  const std::int64_t n = static_cast<std::int64_t>(a.bytes.size() / a.element_size());
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (element_bits(a.dtype, a.bytes.data(), i) != element_bits(b.dtype, b.bytes.data(), i)) {
-      if (first < 0) first = i;
-      ++count;
-    }
-  }
-  EXPECT_EQ(count, 0) << what << ": " << count << " elements differ, first at buffer index "
-                      << first;
-}
-
-void expect_outside_untouched(const Matrix& m, const char* what) {
-  const std::int64_t n = static_cast<std::int64_t>(m.bytes.size() / m.element_size());
-  const std::uint32_t sentinel = m.element_size() == 4 ? 0xA5A5A5A5u : 0xA5A5u;
-  std::int64_t touched = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (!m.in_view(i) && element_bits(m.dtype, m.bytes.data(), i) != sentinel) ++touched;
-  }
-  EXPECT_EQ(touched, 0) << what << ": elements outside the view were written";
-}
-
-void expect_same_values(const Matrix& a, const Matrix& b, const char* what) {
-  std::int64_t count = 0;
-  for (std::int64_t r = 0; r < a.rows; ++r) {
-    for (std::int64_t j = 0; j < a.hidden; ++j) count += a.bits(r, j) != b.bits(r, j);
-  }
-  EXPECT_EQ(count, 0) << what << ": " << count << " elements differ";
-}
-
 // A float32 sum of n terms in any fixed order is within about 2^-24 * (depth of the order) of the
 // exact sum, relative to the sum of |terms|; both backends' orders are at most ~16 + sqrt(n) deep.
 double sum_tolerance(std::int64_t n, double sum_abs) {
@@ -323,25 +296,6 @@ void check_statistics(const Case& c, const HostRun& h, const GpuRun& g) {
   EXPECT_EQ(bad, 0) << "mean/rstd rows out of tolerance";
 }
 
-template <typename T>
-T storage_from(const Matrix& m, std::int64_t r, std::int64_t j) {
-  if constexpr (std::is_same_v<T, float>) {
-    return m.get(r, j);
-  } else {
-    return T{static_cast<std::uint16_t>(m.bits(r, j))};
-  }
-}
-
-template <typename T>
-std::uint32_t storage_bits(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    std::uint32_t b;
-    std::memcpy(&b, &v, 4);
-    return b;
-  } else {
-    return v.bits;
-  }
-}
 
 // y: (1) bit for bit the shared formula with the GPU's own mean and rstd; (2) against the CPU
 // backend: identical bits in rows whose statistics matched, elsewhere within the first-order
