@@ -15,12 +15,14 @@ namespace tigon::cuda::poly_norm {
 inline constexpr int kChunkColumns = 8;    // consecutive columns of a chunk (row_chunk.cuh)
 inline constexpr int kResidentChunks = 4;  // chunks a thread keeps in registers
 inline constexpr int kMinRowThreads = 32;
-inline constexpr int kMaxRowThreads = 1024;
+// The kernels' launch bound: 128 registers a thread, room for 4 resident chunks of x and dy as
+// float32 (at 1024 threads, 64 registers, the backward spilled 300-600 bytes).
+inline constexpr int kMaxRowThreads = 512;
 inline constexpr int kMinBlockThreads = 128;  // short rows share a CTA up to this many threads
 
 // Thread t of a row owns chunks t, t + row_threads, ... (chunk c: columns [8c, 8c + 8)) and adds
 // its terms in that order, element by element; then the row's threads' sums meet in
-// row_group_sums's fixed order. row_threads: the smallest power of two from 32 to 1024 that lets
+// row_group_sums's fixed order. row_threads: the smallest power of two from 32 to 512 that lets
 // each thread own at most kResidentChunks chunks.
 struct RowSplit {
   int row_threads = kMinRowThreads;
@@ -42,7 +44,7 @@ inline RowSplit row_split(std::int64_t hidden) {
 }
 
 // The launch config (config_for in poly_norm.cu): vector where every pointer and stride allows;
-// resident where each thread's chunks fit kResidentChunks (rows up to 32768 elements).
+// resident where each thread's chunks fit kResidentChunks (rows up to 16384 elements).
 struct Config {
   bool vector = false;
   bool resident = true;
