@@ -14,10 +14,12 @@ namespace tigon::math {
 // X: activation storage type (y, dy and dx too). Parameters arrive as float32 values.
 template <typename X>
 struct DyT {
-  // tigon's own float32 tanh (math/activations.h), not the platform's tanhf: built from correctly
-  // rounded +, -, *, / only, it gives the same bits on the host and on the device (compiled with
-  // -fmad=false), so the CPU and CUDA backends agree bit for bit.
-  TIGON_HD static float activation(float alpha, float x) { return tanh_f32(alpha * x); }
+  // act_tanh (math/activations.h), as GeGLU's: CUDA's tanhf on the device (what torch.tanh runs
+  // on CUDA, and cheap: tanh_f32 there, computing both its branches without FMA, is about 85
+  // instructions an element where the copy ceiling leaves room for about 40 in bf16, an estimate
+  // from the instruction count), tigon's own tanh_f32 on the host (+, -, *, / only: independent
+  // of the libm). The two agree within float32 ulps: the backends' y and dx within a rounding of T.
+  TIGON_HD static float activation(float alpha, float x) { return act_tanh(alpha * x); }
   TIGON_HD static X output(float t, float gamma, float beta) {
     return from_float<X>(gamma * t + beta);
   }

@@ -1,14 +1,17 @@
 // GPU tests of the DyT CUDA backend against the CPU backend on the same inputs: every x dtype,
 // float32 or x-dtype parameters, with and without beta, odd H, strided rows, in place, every
-// launch config forced. y and dx must equal the CPU's bit for bit (both use math/dyt.h with
-// tanh_f32, no FMA contraction); dalpha, dgamma and dbeta are float32 sums in another fixed
-// order, so they must be within a few float32 roundings of the CPU's, and bitwise identical across
-// configs and run to run. Without a CUDA device every test reports SKIPPED.
+// launch config forced. Both use math/dyt.h without FMA contraction; the tanh is CUDA's tanhf on
+// the device and tigon's tanh_f32 on the host (math/activations.h, as GeGLU's), which differ by
+// float32 ulps: y and dx within a rounding of T plus those ulps, and in 16 bits at least 99% of
+// the elements bitwise equal. dalpha, dgamma and dbeta are float32 sums in another fixed order:
+// within a few float32 roundings of the CPU's. Across configs, run to run and in place
+// everything is bitwise identical. Without a CUDA device every test reports SKIPPED.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -23,7 +26,6 @@ namespace {
 
 using tigon::DType;
 using tigon::TensorView;
-using tigon::testing::bitwise_diff;
 using tigon::testing::cuda_ok;
 using tigon::testing::DeviceBuffer;
 using tigon::testing::HostTensor;
@@ -102,8 +104,8 @@ class DytCuda : public ::testing::TestWithParam<Case> {
                    c.beta ? db.device_view() : no_beta, {ws.data(), ws.bytes()});
     cuda_ok(cudaDeviceSynchronize(), "dyt kernels");
     for (MirroredTensor* m : {&y, &dx, &da, &dg, &db}) m->download();
-    EXPECT_EQ(bitwise_diff("y", y_cpu, y.host, rows, hidden), "");
-    EXPECT_EQ(bitwise_diff("dx", dx_cpu, dx.host, rows, hidden), "");
+    check_elements(x.host, dy.host, alpha.host, gamma.host, c.beta ? &beta.host : nullptr, y_cpu,
+                   dx_cpu, y.host, dx.host);
     check_parameter_gradients(x.host, dy.host, alpha.host, gamma.host, c.beta, da_cpu, dg_cpu,
                               db_cpu, da.host, dg.host, db.host);
 
@@ -181,6 +183,43 @@ class DytCuda : public ::testing::TestWithParam<Case> {
       EXPECT_EQ(dg2.device_bytes(), dg.device_bytes()) << "in-place dgamma differs";
       EXPECT_EQ(da2.device_bytes(), da.device_bytes()) << "in-place dalpha differs";
     }
+  }
+
+  // y and dx against the CPU's: tanhf vs tanh_f32 differ by a few float32 ulps of t (4e-7
+  // relative), then one rounding to T; in 16 bits nearly every element is bitwise equal.
+  static void check_elements(const HostTensor& x, const HostTensor& dy, const HostTensor& alpha,
+                             const HostTensor& gamma, const HostTensor* beta,
+                             const HostTensor& y_cpu, const HostTensor& dx_cpu, const HostTensor& y,
+                             const HostTensor& dx) {
+    const std::int64_t rows = x.rows(), hidden = x.hidden();
+    const DType t = x.dtype();
+    const double a = std::fabs(alpha.get(0, 0));
+    std::int64_t equal = 0, bad = 0;
+    std::string first;
+    for (std::int64_t i = 0; i < rows; ++i) {
+      for (std::int64_t j = 0; j < hidden; ++j) {
+        const double g = std::fabs(gamma.get(0, j)), b = beta ? std::fabs(beta->get(0, j)) : 0.0;
+        const double d = std::fabs(dy.get(i, j));
+        equal += (y.bits(i, j) == y_cpu.bits(i, j)) + (dx.bits(i, j) == dx_cpu.bits(i, j));
+        const double y_tol = ulp_at(t, y_cpu.get(i, j)) + 1e-6 * (g + b);
+        const double dx_tol = ulp_at(t, dx_cpu.get(i, j)) + 2e-6 * a * d * g;
+        const double y_err = std::fabs(double(y.get(i, j)) - y_cpu.get(i, j));
+        const double dx_err = std::fabs(double(dx.get(i, j)) - dx_cpu.get(i, j));
+        if (!(y_err <= y_tol) || !(dx_err <= dx_tol)) {
+          if (bad == 0) {
+            first = "[" + std::to_string(i) + "," + std::to_string(j) + "]: y expected " +
+                    std::to_string(y_cpu.get(i, j)) + " got " + std::to_string(y.get(i, j)) +
+                    "; dx expected " + std::to_string(dx_cpu.get(i, j)) + " got " +
+                    std::to_string(dx.get(i, j));
+          }
+          ++bad;
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0) << "first: " << first;
+    const double fraction = static_cast<double>(equal) / (2.0 * rows * hidden);
+    std::cout << "  y and dx bitwise equal to the CPU's on " << fraction * 100 << "%\n";
+    if (t != DType::kFloat32) EXPECT_GE(fraction, 0.99) << "y and dx bitwise equal to the CPU's";
   }
 
   // dalpha, dgamma, dbeta against the CPU's: float32 sums in different orders, so within

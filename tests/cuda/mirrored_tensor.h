@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,29 +48,5 @@ class MirroredTensor {
   std::int64_t row_stride_;
   DeviceBuffer device_;
 };
-
-// Compares two [rows, hidden] tensors of one dtype bit for bit over the first `rows` rows;
-// returns "" or a message naming the first differing element, expected (CPU) vs got (CUDA), and
-// how many differ.
-inline std::string bitwise_diff(const char* what, const HostTensor& expected, const HostTensor& got,
-                                std::int64_t rows, std::int64_t hidden) {
-  std::int64_t bad = 0;
-  std::ostringstream first;
-  for (std::int64_t i = 0; i < rows; ++i) {
-    for (std::int64_t j = 0; j < hidden; ++j) {
-      if (expected.bits(i, j) != got.bits(i, j)) {
-        if (bad == 0) {
-          first << what << "[" << i << "," << j << "]: expected " << expected.get(i, j)
-                << " (bits 0x" << std::hex << expected.bits(i, j) << "), got " << got.get(i, j)
-                << " (bits 0x" << got.bits(i, j) << std::dec << ")";
-        }
-        ++bad;
-      }
-    }
-  }
-  if (bad == 0) return "";
-  return first.str() + "; " + std::to_string(bad) + " of " + std::to_string(rows * hidden) +
-         " elements differ";
-}
 
 }  // namespace tigon::testing

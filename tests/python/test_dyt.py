@@ -1,7 +1,7 @@
 """DyT: against float64 and the reference formula ``gamma * tanh(alpha * x) + beta`` (the peer's
 test reference, in float32 as its kernel computes) on every device, CUDA against the CPU backend
-(bit for bit: both use tigon's tanh_f32), opcheck, gradcheck, torch.compile, the module, and
-argument errors."""
+(CUDA's tanhf vs tigon's tanh_f32: within float32 ulps), opcheck, gradcheck, torch.compile, the
+module, and argument errors."""
 
 from __future__ import annotations
 
@@ -177,15 +177,19 @@ def _forward_backward(
 def test_cuda_matches_cpu(
     shape: tuple[int, ...], dtype: torch.dtype, beta: bool, param_dtype: torch.dtype | None
 ) -> None:
-    """y and dx bit for bit; dalpha, dgamma, dbeta (float32 sums in another fixed order) within a
-    few float32 roundings of the terms' size."""
+    """y and dx: CUDA's tanhf vs the host's tanh_f32 (float32 ulps apart), then one rounding, so
+    mostly bit for bit in 16 bits; dalpha, dgamma, dbeta (float32 sums in another fixed order)
+    within a few float32 roundings of the terms' size."""
     x = (2 * torch.randn(shape)).to(dtype)
     params = _params(shape[-1], param_dtype or dtype, beta)
     dy = torch.randn(shape).to(dtype)
     cpu = _forward_backward(x, params, dy)
     cuda = _forward_backward(x.cuda(), [None if p is None else p.cuda() for p in params], dy.cuda())
-    assert torch.equal(cuda[0].cpu(), cpu[0]), "y differs from the CPU backend's"
-    assert torch.equal(cuda[1].cpu(), cpu[1]), "dx differs from the CPU backend's"
+    for got, want in zip(cuda[:2], cpu[:2], strict=True):
+        if dtype in LOW_PRECISION:
+            assert_bitwise_mostly(got, want)
+        else:
+            torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=1e-6)
     t = torch.tanh(params[0].double() * x.double())
     g = dy.double()
     u = (1 - t * t) * g * params[1].double()

@@ -8,12 +8,13 @@
 //
 // Where each rounding happens (the peer's kernel: everything float32, one rounding at the end).
 // T = x's dtype; every operation not marked round_ is float32, none contracted into an FMA:
-//     t = tanh_f32(alpha * x)
+//     t = tanh(alpha * x)
 //     y = round_T(gamma * t + beta)
 // Eager PyTorch in a 16-bit dtype rounds after each of the four operations instead; tigon's y is
-// closer to the exact value (the peer's choice). tanh_f32 is tigon's own float32 tanh
-// (src/math/activations.h: +, -, *, / only, within about an ulp of tanh), the same bits on the
-// CPU and on the device, so both backends give the same y and dx bit for bit.
+// closer to the exact value (the peer's choice). tanh is math/activations.h's act_tanh: CUDA's
+// tanhf on the device (torch.tanh's on CUDA), tigon's own tanh_f32 on the CPU (+, -, *, / only,
+// within about an ulp, independent of the C library); the two differ by float32 ulps on a few
+// values, so the backends' y and dx agree within a rounding of T (most elements bit for bit).
 //
 // Backward, all float32, with u = (1 - t * t) * dy * gamma:
 //     dx     = round_T(alpha * u)
