@@ -189,7 +189,8 @@ def test_cuda_matches_cpu(
         if dtype in LOW_PRECISION:
             assert_bitwise_mostly(got, want)
         else:
-            torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=1e-6)
+            # 3 float32 ulps of t, times up to |alpha dy gamma| ~ 5 (dx near |t| = 1).
+            torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=1e-5)
     t = torch.tanh(params[0].double() * x.double())
     g = dy.double()
     u = (1 - t * t) * g * params[1].double()
