@@ -39,6 +39,24 @@ __device__ __forceinline__ void load_chunk(const T* row, std::int64_t col, std::
   }
 }
 
+// The chunk at `col` as raw storage (a Pack: two 16-bit elements a register, where load_chunk's
+// floats take one each), for kernels that hold several chunks in flight; element i is .value(i),
+// 0 past `hidden` on the scalar path.
+template <typename T, bool kVector>
+__device__ __forceinline__ Pack<T, kChunk> load_chunk_raw(const T* row, std::int64_t col,
+                                                          std::int64_t hidden) {
+  if constexpr (kVector) {
+    return load_pack<T, kChunk>(row + col);
+  } else {
+    T v[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) v[i] = col + i < hidden ? row[col + i] : T{};
+    Pack<T, kChunk> p;
+    vector_detail::words_of<T, kChunk>(v, p.words);
+    return p;
+  }
+}
+
 // row[col + i] = v[i] (only columns before `hidden` on the scalar path).
 template <typename T, bool kVector>
 __device__ __forceinline__ void store_chunk(T* row, std::int64_t col, std::int64_t hidden,

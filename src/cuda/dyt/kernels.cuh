@@ -88,11 +88,12 @@ __global__ void __launch_bounds__(kThreads) dyt_fwd_kernel(FwdParams a) {
   const auto* x = static_cast<const X*>(a.x);
   auto* y = static_cast<X*>(a.y);
   for (std::int64_t row0 = w.begin; row0 < w.end; row0 += kRowBatch) {
-    float xv[kRowBatch][kChunkColumns];
+    Pack<X, kChunkColumns> xv[kRowBatch];
 #pragma unroll
     for (int r = 0; r < kRowBatch; ++r) {
-      if (row0 + r < w.end)
-        load_chunk<X, kVector>(x + (row0 + r) * a.x_row_stride, w.col, p.hidden, xv[r]);
+      if (row0 + r < w.end) {
+        xv[r] = load_chunk_raw<X, kVector>(x + (row0 + r) * a.x_row_stride, w.col, p.hidden);
+      }
     }
 #pragma unroll
     for (int r = 0; r < kRowBatch; ++r) {
@@ -100,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) dyt_fwd_kernel(FwdParams a) {
       X out[kChunkColumns];
 #pragma unroll
       for (int i = 0; i < kChunkColumns; ++i) {
-        out[i] = Math::output(Math::activation(alpha, xv[r][i]), gamma[i], beta[i]);
+        out[i] = Math::output(Math::activation(alpha, xv[r].value(i)), gamma[i], beta[i]);
       }
       store_chunk<X, kVector>(y + (row0 + r) * a.y_row_stride, w.col, p.hidden, out);
     }
@@ -123,12 +124,13 @@ __global__ void __launch_bounds__(kThreads) dyt_bwd_kernel(BwdParams a) {
     const auto* x = static_cast<const X*>(a.x);
     auto* dx = static_cast<X*>(a.dx);
     for (std::int64_t row0 = w.begin; row0 < w.end; row0 += kRowBatch) {
-      float dyv[kRowBatch][kChunkColumns], xv[kRowBatch][kChunkColumns];
+      // Raw packs: in 16 bits half the registers of floats for the rows in flight.
+      Pack<X, kChunkColumns> dyv[kRowBatch], xv[kRowBatch];
 #pragma unroll
       for (int r = 0; r < kRowBatch; ++r) {
         if (row0 + r < w.end) {
-          load_chunk<X, kVector>(dy + (row0 + r) * a.dy_row_stride, w.col, p.hidden, dyv[r]);
-          load_chunk<X, kVector>(x + (row0 + r) * a.x_row_stride, w.col, p.hidden, xv[r]);
+          dyv[r] = load_chunk_raw<X, kVector>(dy + (row0 + r) * a.dy_row_stride, w.col, p.hidden);
+          xv[r] = load_chunk_raw<X, kVector>(x + (row0 + r) * a.x_row_stride, w.col, p.hidden);
         }
       }
 #pragma unroll
@@ -137,14 +139,15 @@ __global__ void __launch_bounds__(kThreads) dyt_bwd_kernel(BwdParams a) {
         X out[kChunkColumns];
 #pragma unroll
         for (int i = 0; i < kChunkColumns; ++i) {
-          const float g = dyv[r][i];
-          const float t = Math::activation(alpha, xv[r][i]);
+          const float g = dyv[r].value(i);
+          const float xi = xv[r].value(i);
+          const float t = Math::activation(alpha, xi);
           const float u = Math::grad_pre(t, g, gamma[i]);
           out[i] = Math::grad_input(alpha, u);
           if (kVector || in_row(w.col, i, p.hidden)) {
             dgamma[i] += Math::grad_gamma_term(g, t);
             dbeta[i] += g;
-            dalpha += Math::grad_alpha_term(xv[r][i], u);
+            dalpha += Math::grad_alpha_term(xi, u);
           }
         }
         store_chunk<X, kVector>(dx + (row0 + r) * a.dx_row_stride, w.col, p.hidden, out);
