@@ -83,21 +83,21 @@ __global__ void __launch_bounds__(kMaxRowThreads) poly_norm_fwd_kernel(FwdParams
     const std::int64_t row = rb * s.rows_per_block + s.slot;
     const bool valid = row < p.rows;
     const X* xr = x + (valid ? row : 0) * a.x_row_stride;
-    float held[kResident ? kResidentChunks : 1][kChunkColumns];
+    // The row's chunks as raw packs (16-bit: half the registers of floats).
+    Pack<X, kChunkColumns> held[kResident ? kResidentChunks : 1];
     float sums[3] = {0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (std::int64_t k = 0; k < n; ++k) {
       const std::int64_t col = (s.lane + k * p.split.row_threads) * kChunkColumns;
       if (!valid || col >= p.hidden) continue;
-      float v[kChunkColumns];
-      load_chunk<X, kVector>(xr, col, p.hidden, v);
+      const Pack<X, kChunkColumns> v = load_chunk_raw<X, kVector>(xr, col, p.hidden);
+      if constexpr (kResident) held[k] = v;
 #pragma unroll
       for (int i = 0; i < kChunkColumns; ++i) {
-        const auto pw = Math::powers(v[i]);
+        const auto pw = Math::powers(v.value(i));
         sums[0] += Math::square(pw.p1);
         sums[1] += Math::square(pw.p2);
         sums[2] += Math::square(pw.p3);
-        if constexpr (kResident) held[k][i] = v[i];
       }
     }
     row_group_sums<3>(sums, p.split.row_threads, scratch);
@@ -109,16 +109,17 @@ __global__ void __launch_bounds__(kMaxRowThreads) poly_norm_fwd_kernel(FwdParams
     for (std::int64_t k = 0; k < n; ++k) {
       const std::int64_t col = (s.lane + k * p.split.row_threads) * kChunkColumns;
       if (col >= p.hidden) continue;
-      float v[kChunkColumns];
+      Pack<X, kChunkColumns> v;
       if constexpr (kResident) {
-#pragma unroll
-        for (int i = 0; i < kChunkColumns; ++i) v[i] = held[k][i];
+        v = held[k];
       } else {
-        load_chunk<X, kVector>(xr, col, p.hidden, v);
+        v = load_chunk_raw<X, kVector>(xr, col, p.hidden);
       }
       X out[kChunkColumns];
 #pragma unroll
-      for (int i = 0; i < kChunkColumns; ++i) out[i] = Math::output(Math::powers(v[i]), w, r, b);
+      for (int i = 0; i < kChunkColumns; ++i) {
+        out[i] = Math::output(Math::powers(v.value(i)), w, r, b);
+      }
       store_chunk<X, kVector>(yr, col, p.hidden, out);
     }
   }
@@ -142,20 +143,27 @@ __global__ void __launch_bounds__(kMaxRowThreads) poly_norm_bwd_kernel(BwdParams
     const bool valid = row < p.rows;
     const X* xr = x + (valid ? row : 0) * a.x_row_stride;
     const X* dyr = dy + (valid ? row : 0) * a.dy_row_stride;
-    float held_x[kResident ? kResidentChunks : 1][kChunkColumns];
-    float held_dy[kResident ? kResidentChunks : 1][kChunkColumns];
+    // The row's chunks as raw packs (16-bit: half the registers of floats).
+    Pack<X, kChunkColumns> held_x[kResident ? kResidentChunks : 1];
+    Pack<X, kChunkColumns> held_dy[kResident ? kResidentChunks : 1];
     // Squares of p1, p2, p3; S1, S2, S3 (dy * p_k); sum(dy).
     float sums[7] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (std::int64_t k = 0; k < n; ++k) {
       const std::int64_t col = (s.lane + k * p.split.row_threads) * kChunkColumns;
       if (!valid || col >= p.hidden) continue;
-      float v[kChunkColumns], g[kChunkColumns];
-      load_chunk<X, kVector>(xr, col, p.hidden, v);
-      load_chunk<X, kVector>(dyr, col, p.hidden, g);
+      const Pack<X, kChunkColumns> xp = load_chunk_raw<X, kVector>(xr, col, p.hidden);
+      const Pack<X, kChunkColumns> gp = load_chunk_raw<X, kVector>(dyr, col, p.hidden);
+      if constexpr (kResident) {
+        held_x[k] = xp;
+        held_dy[k] = gp;
+      }
+      float g[kChunkColumns];
+#pragma unroll
+      for (int i = 0; i < kChunkColumns; ++i) g[i] = gp.value(i);
 #pragma unroll
       for (int i = 0; i < kChunkColumns; ++i) {
-        const auto pw = Math::powers(v[i]);
+        const auto pw = Math::powers(xp.value(i));
         sums[0] += Math::square(pw.p1);
         sums[1] += Math::square(pw.p2);
         sums[2] += Math::square(pw.p3);
@@ -163,10 +171,6 @@ __global__ void __launch_bounds__(kMaxRowThreads) poly_norm_bwd_kernel(BwdParams
         sums[4] += g[i] * pw.p2;
         sums[5] += g[i] * pw.p3;
         sums[6] += g[i];
-        if constexpr (kResident) {
-          held_x[k][i] = v[i];
-          held_dy[k][i] = g[i];
-        }
       }
     }
     row_group_sums<7>(sums, p.split.row_threads, scratch);
@@ -188,21 +192,19 @@ __global__ void __launch_bounds__(kMaxRowThreads) poly_norm_bwd_kernel(BwdParams
     for (std::int64_t k = 0; k < n; ++k) {
       const std::int64_t col = (s.lane + k * p.split.row_threads) * kChunkColumns;
       if (col >= p.hidden) continue;
-      float v[kChunkColumns], g[kChunkColumns];
+      Pack<X, kChunkColumns> xp, gp;
       if constexpr (kResident) {
-#pragma unroll
-        for (int i = 0; i < kChunkColumns; ++i) {
-          v[i] = held_x[k][i];
-          g[i] = held_dy[k][i];
-        }
+        xp = held_x[k];
+        gp = held_dy[k];
       } else {
-        load_chunk<X, kVector>(xr, col, p.hidden, v);
-        load_chunk<X, kVector>(dyr, col, p.hidden, g);
+        xp = load_chunk_raw<X, kVector>(xr, col, p.hidden);
+        gp = load_chunk_raw<X, kVector>(dyr, col, p.hidden);
       }
       X out[kChunkColumns];
 #pragma unroll
       for (int i = 0; i < kChunkColumns; ++i) {
-        out[i] = Math::grad_input(v[i], g[i], Math::powers(v[i]), w, r, c);
+        const float xi = xp.value(i);
+        out[i] = Math::grad_input(xi, gp.value(i), Math::powers(xi), w, r, c);
       }
       store_chunk<X, kVector>(dxr, col, p.hidden, out);
     }
