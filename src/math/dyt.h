@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "math/activations.h"
 #include "math/float_types.h"
 #include "math/host_device.h"
 
@@ -13,7 +14,12 @@ namespace tigon::math {
 // X: activation storage type (y, dy and dx too). Parameters arrive as float32 values.
 template <typename X>
 struct DyT {
-  TIGON_HD static float activation(float alpha, float x) { return tanhf(alpha * x); }
+  // act_tanh (math/activations.h), as GeGLU's: CUDA's tanhf on the device (what torch.tanh runs
+  // on CUDA, and cheap: tanh_f32 there, computing both its branches without FMA, is about 85
+  // instructions an element where the copy ceiling leaves room for about 40 in bf16, an estimate
+  // from the instruction count), tigon's own tanh_f32 on the host (+, -, *, / only: independent
+  // of the libm). The two agree within float32 ulps: the backends' y and dx within a rounding of T.
+  TIGON_HD static float activation(float alpha, float x) { return act_tanh(alpha * x); }
   TIGON_HD static X output(float t, float gamma, float beta) {
     return from_float<X>(gamma * t + beta);
   }

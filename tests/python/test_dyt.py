@@ -1,12 +1,13 @@
 """DyT: against float64 and the reference formula ``gamma * tanh(alpha * x) + beta`` (the peer's
-test reference, in float32 as its kernel computes), opcheck, gradcheck, torch.compile, the
+test reference, in float32 as its kernel computes) on every device, CUDA against the CPU backend
+(CUDA's tanhf vs tigon's tanh_f32: within float32 ulps), opcheck, gradcheck, torch.compile, the
 module, and argument errors."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from helpers import LOW_PRECISION, assert_bitwise_mostly, assert_compiled_matches_eager
+from helpers import DEVICES, LOW_PRECISION, assert_bitwise_mostly, assert_compiled_matches_eager
 
 import tigon
 
@@ -15,10 +16,13 @@ SHAPES = [(2, 8, 4096), (4, 16, 2048), (1, 1, 1023), (3, 7, 256), (5, 1)]  # the
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 
-def _params(hidden: int, dtype: torch.dtype, beta: bool) -> list[torch.Tensor | None]:
+def _params(
+    hidden: int, dtype: torch.dtype, beta: bool, device: str = "cpu"
+) -> list[torch.Tensor | None]:
     alpha = torch.tensor([0.7], dtype=dtype)
     gamma = (1 + 0.3 * torch.randn(hidden)).to(dtype)
-    return [alpha, gamma, (0.3 * torch.randn(hidden)).to(dtype) if beta else None]
+    params = [alpha, gamma, (0.3 * torch.randn(hidden)).to(dtype) if beta else None]
+    return [None if p is None else p.to(device) for p in params]
 
 
 def _reference(
@@ -29,16 +33,19 @@ def _reference(
     return (y if beta is None else y + beta.float()).to(x.dtype)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("beta", [True, False], ids=["beta", "no_beta"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_forward_matches_reference(shape: tuple[int, ...], dtype: torch.dtype, beta: bool) -> None:
-    x = (2 * torch.randn(shape)).to(dtype)
-    alpha, gamma, b = _params(shape[-1], dtype, beta)
+def test_forward_matches_reference(
+    shape: tuple[int, ...], dtype: torch.dtype, beta: bool, device: str
+) -> None:
+    x = (2 * torch.randn(shape)).to(dtype).to(device)
+    alpha, gamma, b = _params(shape[-1], dtype, beta, device)
     y = tigon.ops.dyt(x, alpha, gamma, b)
     expected = _reference(x, alpha, gamma, b)
     if dtype in LOW_PRECISION:
-        assert_bitwise_mostly(y, expected)  # tanhf vs torch's vectorized tanh: a rare 1-ulp flip
+        assert_bitwise_mostly(y, expected)  # tanh_f32 vs torch's tanh: a rare 1-ulp flip
     else:
         torch.testing.assert_close(y, expected, rtol=1e-6, atol=1e-6)
     x64 = x.double()
@@ -46,21 +53,22 @@ def test_forward_matches_reference(shape: tuple[int, ...], dtype: torch.dtype, b
     torch.testing.assert_close(y.double(), y64, rtol=2 * torch.finfo(dtype).eps, atol=1e-6)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("param_dtype", [torch.float32, None], ids=["fp32_params", "x_params"])
 @pytest.mark.parametrize("beta", [True, False], ids=["beta", "no_beta"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_backward_against_float64(
-    dtype: torch.dtype, beta: bool, param_dtype: torch.dtype | None
+    dtype: torch.dtype, beta: bool, param_dtype: torch.dtype | None, device: str
 ) -> None:
     """Gradients no farther from float64 than the float32 reference's autograd (the peer's
     tolerances: (1e-5, 1e-5), alpha (1e-5, 1e-3) in float32)."""
     shape = (4, 16, 512)
-    x0 = (2 * torch.randn(shape)).to(dtype)
-    params0 = _params(shape[-1], param_dtype or dtype, beta)
+    x0 = (2 * torch.randn(shape)).to(dtype).to(device)
+    params0 = _params(shape[-1], param_dtype or dtype, beta, device)
     x = x0.clone().requires_grad_()
     params = [None if p is None else p.clone().requires_grad_() for p in params0]
     y = tigon.ops.dyt(x, *params)
-    dy = torch.randn(shape).to(dtype)
+    dy = torch.randn(shape).to(dtype).to(device)
     y.backward(dy)
 
     x64 = x0.double().requires_grad_()
@@ -78,10 +86,13 @@ def test_backward_against_float64(
         torch.testing.assert_close(p.grad.double(), p_ref.grad, rtol=rtol, atol=1e-5 * scale)
 
 
-def test_backward_is_deterministic() -> None:
-    x = torch.randn(64, 256, requires_grad=True)
-    params = [p.requires_grad_() for p in _params(256, torch.float32, True) if p is not None]
-    dy = torch.randn(64, 256)
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_is_deterministic(device: str) -> None:
+    x = torch.randn(4096, 256, device=device, requires_grad=True)
+    params = [
+        p.requires_grad_() for p in _params(256, torch.float32, True, device) if p is not None
+    ]
+    dy = torch.randn(4096, 256, device=device)
     grads = []
     for _ in range(2):
         for t in (x, *params):
@@ -134,16 +145,86 @@ def test_module() -> None:
         tigon.nn.DyT(0)
 
 
-def test_row_strided_input_and_zero_rows() -> None:
-    alpha, gamma, beta = _params(64, torch.float32, True)
-    x = torch.randn(6, 80)[:, :64]
+@pytest.mark.parametrize("device", DEVICES)
+def test_row_strided_input_and_zero_rows(device: str) -> None:
+    alpha, gamma, beta = _params(64, torch.float32, True, device)
+    x = torch.randn(6, 80, device=device)[:, :64]
     torch.testing.assert_close(
         tigon.ops.dyt(x, alpha, gamma, beta), _reference(x, alpha, gamma, beta)
     )
-    x0 = torch.randn(0, 64, requires_grad=True)
+    x0 = torch.randn(0, 64, device=device, requires_grad=True)
     params = [p.requires_grad_() for p in (alpha, gamma, beta)]
     tigon.ops.dyt(x0, *params).sum().backward()
     assert all(not p.grad.any() for p in params)
+
+
+def _forward_backward(
+    x: torch.Tensor, params: list[torch.Tensor | None], dy: torch.Tensor
+) -> list[torch.Tensor]:
+    """y, then the gradients of x and of each parameter, for tigon's DyT on x's device."""
+    x = x.detach().clone().requires_grad_()
+    ps = [None if p is None else p.detach().clone().requires_grad_() for p in params]
+    y = tigon.ops.dyt(x, *ps)
+    y.backward(dy)
+    return [y.detach(), x.grad] + [p.grad for p in ps if p is not None]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("param_dtype", [torch.float32, None], ids=["fp32_params", "x_params"])
+@pytest.mark.parametrize("beta", [True, False], ids=["beta", "no_beta"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(2, 8, 4096), (3, 7, 1023), (4096, 64), (2, 3, 80)], ids=str)
+def test_cuda_matches_cpu(
+    shape: tuple[int, ...], dtype: torch.dtype, beta: bool, param_dtype: torch.dtype | None
+) -> None:
+    """y and dx: CUDA's tanhf vs the host's tanh_f32 (float32 ulps apart), then one rounding, so
+    mostly bit for bit in 16 bits; dalpha, dgamma, dbeta (float32 sums in another fixed order)
+    within a few float32 roundings of the terms' size."""
+    x = (2 * torch.randn(shape)).to(dtype)
+    params = _params(shape[-1], param_dtype or dtype, beta)
+    dy = torch.randn(shape).to(dtype)
+    cpu = _forward_backward(x, params, dy)
+    cuda = _forward_backward(x.cuda(), [None if p is None else p.cuda() for p in params], dy.cuda())
+    for got, want in zip(cuda[:2], cpu[:2], strict=True):
+        if dtype in LOW_PRECISION:
+            assert_bitwise_mostly(got, want)
+        else:
+            # 3 float32 ulps of t, times up to |alpha dy gamma| ~ 5 (dx near |t| = 1).
+            torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=1e-5)
+    t = torch.tanh(params[0].double() * x.double())
+    g = dy.double()
+    u = (1 - t * t) * g * params[1].double()
+    scales = [(x.double() * u).abs().sum(), (g * t).abs().flatten(0, -2).sum(0)]
+    if beta:
+        scales.append(g.abs().flatten(0, -2).sum(0))
+    for name, got, want, scale in zip(["dalpha", "dgamma", "dbeta"], cuda[2:], cpu[2:], scales):
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        err = (got.cpu().double() - want.double()).abs()
+        tol = 2 * torch.finfo(want.dtype).eps * want.double().abs() + 1e-5 * scale
+        assert bool((err <= tol).all()), f"{name}: max error {err.max().item():.3g}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("beta", [True, False], ids=["beta", "no_beta"])
+@pytest.mark.parametrize("dtype", LOW_PRECISION, ids=str)
+def test_cuda_parity_with_peer_reference(dtype: torch.dtype, beta: bool) -> None:
+    """On CUDA in bf16/fp16, against the peer's reference (float32 math, one rounding) and its
+    autograd: the peer's tolerances for its own kernel."""
+    shape = (8, 64, 2048)
+    x0 = (2 * torch.randn(shape, device="cuda")).to(dtype)
+    params0 = _params(shape[-1], dtype, beta, "cuda")
+    dy = torch.randn(shape, device="cuda").to(dtype)
+    got = _forward_backward(x0, params0, dy)
+    assert_bitwise_mostly(got[0], _reference(x0, *params0))
+    x = x0.detach().clone().requires_grad_()
+    ps = [None if p is None else p.detach().clone().float().requires_grad_() for p in params0]
+    scaled = ps[1] * torch.tanh(ps[0] * x.float())
+    y = scaled if ps[2] is None else scaled + ps[2]
+    y.backward(dy.float())
+    torch.testing.assert_close(got[1].float(), x.grad.float(), rtol=2e-2, atol=2e-2)
+    for g, p in zip(got[2:], [p for p in ps if p is not None], strict=True):
+        scale = p.grad.abs().max().item()
+        torch.testing.assert_close(g.float(), p.grad, rtol=2e-2, atol=1e-3 * scale)
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,13 @@
 """PolyNorm: against float64 (the spec's powers rounded to x's dtype, the rest exact) and against
-the peer's test reference (naive PyTorch PolyCom in x's dtype, with the peer's tolerances),
+the peer's test reference (naive PyTorch PolyCom in x's dtype, with the peer's tolerances) on
+every device, CUDA against the CPU backend (the same formulas, row sums in another fixed order),
 opcheck, gradcheck, torch.compile, the module, and argument errors."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from helpers import assert_compiled_matches_eager
+from helpers import DEVICES, LOW_PRECISION, assert_compiled_matches_eager
 
 import tigon
 
@@ -22,9 +23,9 @@ PEER_TOL = {
 }
 
 
-def _params(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    weight = torch.tensor([0.4, -0.3, 0.9], dtype=dtype)
-    return weight, torch.tensor(0.25, dtype=dtype)
+def _params(dtype: torch.dtype, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    weight = torch.tensor([0.4, -0.3, 0.9], dtype=dtype, device=device)
+    return weight, torch.tensor(0.25, dtype=dtype, device=device)
 
 
 def _peer_reference(
@@ -71,11 +72,14 @@ def _scale(x: torch.Tensor) -> float:
     return max(1.0, max(t.abs().max().item() for t in terms))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-def test_forward_matches_references(shape: tuple[int, ...], dtype: torch.dtype) -> None:
-    x = torch.randn(shape).to(dtype)
-    weight, bias = _params(dtype)
+def test_forward_matches_references(
+    shape: tuple[int, ...], dtype: torch.dtype, device: str
+) -> None:
+    x = torch.randn(shape).to(dtype).to(device)
+    weight, bias = _params(dtype, device)
     y = tigon.ops.poly_norm(x, weight, bias)
     assert y.dtype == dtype and y.shape == x.shape
     torch.testing.assert_close(y, _peer_reference(x, weight, bias), **PEER_TOL[dtype])
@@ -84,14 +88,17 @@ def test_forward_matches_references(shape: tuple[int, ...], dtype: torch.dtype) 
     torch.testing.assert_close(y.double(), y64, rtol=eps, atol=2e-6 * _scale(x))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("param_dtype", [torch.float32, None], ids=["fp32_params", "x_params"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_backward_against_float64(dtype: torch.dtype, param_dtype: torch.dtype | None) -> None:
+def test_backward_against_float64(
+    dtype: torch.dtype, param_dtype: torch.dtype | None, device: str
+) -> None:
     shape = (4, 16, 512)
-    x0 = torch.randn(shape).to(dtype)
-    w0, b0 = _params(param_dtype or dtype)
+    x0 = torch.randn(shape).to(dtype).to(device)
+    w0, b0 = _params(param_dtype or dtype, device)
     x, w, b = (t.clone().requires_grad_() for t in (x0, w0, b0))
-    dy = torch.randn(shape).to(dtype)
+    dy = torch.randn(shape).to(dtype).to(device)
     tigon.ops.poly_norm(x, w, b).backward(dy)
 
     x64, w64, b64 = (t.double().requires_grad_() for t in (x0, w0, b0))
@@ -126,10 +133,11 @@ def test_backward_matches_peer_reference_float32() -> None:
         )
 
 
-def test_backward_is_deterministic() -> None:
-    x = torch.randn(64, 256, requires_grad=True)
-    params = [p.requires_grad_() for p in _params(torch.float32)]
-    dy = torch.randn(64, 256)
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_is_deterministic(device: str) -> None:
+    x = torch.randn(4096, 256, device=device, requires_grad=True)
+    params = [p.requires_grad_() for p in _params(torch.float32, device)]
+    dy = torch.randn(4096, 256, device=device)
     grads = []
     for _ in range(2):
         for t in (x, *params):
@@ -181,28 +189,79 @@ def test_module() -> None:
         tigon.nn.PolyNorm(eps=-1.0)
 
 
-def test_row_strided_input_zero_row_and_zero_rows() -> None:
-    weight, bias = _params(torch.float32)
-    x = torch.randn(6, 80)[:, :64]
+@pytest.mark.parametrize("device", DEVICES)
+def test_row_strided_input_zero_row_and_zero_rows(device: str) -> None:
+    weight, bias = _params(torch.float32, device)
+    x = torch.randn(6, 80, device=device)[:, :64]
     torch.testing.assert_close(
         tigon.ops.poly_norm(x, weight, bias), _float64(x, weight, bias).float()
     )
     assert torch.equal(
-        tigon.ops.poly_norm(torch.zeros(2, 8), weight, bias), torch.full((2, 8), 0.25)
+        tigon.ops.poly_norm(torch.zeros(2, 8, device=device), weight, bias),
+        torch.full((2, 8), 0.25, device=device),
     )
-    x0 = torch.randn(0, 64, requires_grad=True)
+    x0 = torch.randn(0, 64, device=device, requires_grad=True)
     params = [p.requires_grad_() for p in (weight, bias)]
     tigon.ops.poly_norm(x0, *params).sum().backward()
     assert all(not p.grad.any() for p in params)
 
 
+def _forward_backward(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, dy: torch.Tensor
+) -> list[torch.Tensor]:
+    """y, dx, dweight, dbias of tigon's PolyNorm on x's device."""
+    x, w, b = (t.detach().clone().requires_grad_() for t in (x, weight, bias))
+    y = tigon.ops.poly_norm(x, w, b)
+    y.backward(dy)
+    return [y.detach(), x.grad, w.grad, b.grad]
+
+
 @pytest.mark.gpu
-def test_cuda_is_not_yet_there() -> None:
-    """The CUDA kernels come in a later slice (issue 36); until then a CUDA tensor says so."""
-    x = torch.randn(2, 8, device="cuda")
-    weight, bias = (p.cuda() for p in _params(torch.float32))
-    with pytest.raises(RuntimeError, match="not yet on CUDA"):
-        tigon.ops.poly_norm(x, weight, bias)
+@pytest.mark.parametrize("param_dtype", [torch.float32, None], ids=["fp32_params", "x_params"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(2, 8, 4096), (3, 7, 1023), (2, 16384), (2, 3, 80)], ids=str)
+def test_cuda_matches_cpu(
+    shape: tuple[int, ...], dtype: torch.dtype, param_dtype: torch.dtype | None
+) -> None:
+    """The same formulas, only the float32 row sums' order differs: y and dx within a rounding of
+    x's dtype plus float32 error of the terms (mostly bit for bit in 16 bits); dweight and dbias
+    within a few float32 roundings."""
+    x = torch.randn(shape).to(dtype)
+    w, b = _params(param_dtype or dtype)
+    dy = torch.randn(shape).to(dtype)
+    cpu = _forward_backward(x, w, b, dy)
+    cuda = [t.cpu() for t in _forward_backward(x.cuda(), w.cuda(), b.cuda(), dy.cuda())]
+    eps = torch.finfo(dtype).eps
+    torch.testing.assert_close(cuda[0], cpu[0], rtol=eps, atol=1e-5 * _scale(x))
+    if dtype in LOW_PRECISION:
+        exact = (cuda[0] == cpu[0]).double().mean().item()
+        assert exact >= 0.9, f"y bitwise equal to the CPU's on only {exact:.2%}"
+    dx_scale = max(1.0, cpu[1].abs().max().item())
+    torch.testing.assert_close(cuda[1], cpu[1], rtol=eps, atol=1e-5 * dx_scale)
+    for name, got, want in zip(["dweight", "dbias"], cuda[2:], cpu[2:], strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        rtol = 1e-5 if want.dtype == torch.float32 else 2 * torch.finfo(want.dtype).eps
+        torch.testing.assert_close(
+            got, want, rtol=rtol, atol=1e-5 * max(1.0, want.abs().max().item()), msg=name
+        )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", LOW_PRECISION, ids=str)
+def test_cuda_parity_with_peer_reference(dtype: torch.dtype) -> None:
+    """On CUDA in bf16/fp16, against the peer's reference (every operation in x's dtype) with the
+    peer's forward tolerances, and its float32 autograd for the gradients."""
+    shape = (8, 64, 2048)
+    x0 = torch.randn(shape, device="cuda").to(dtype)
+    w0, b0 = _params(dtype, "cuda")
+    dy = torch.randn(shape, device="cuda").to(dtype)
+    got = _forward_backward(x0, w0, b0, dy)
+    torch.testing.assert_close(got[0], _peer_reference(x0, w0, b0), **PEER_TOL[dtype])
+    x, w, b = (t.detach().float().requires_grad_() for t in (x0, w0, b0))
+    _peer_reference(x, w, b).backward(dy.float())
+    for g, t in zip(got[1:], (x, w, b), strict=True):
+        scale = max(1.0, t.grad.abs().max().item())
+        torch.testing.assert_close(g.float(), t.grad, rtol=2e-2, atol=2e-2 * scale)
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,13 @@
 //
 // Where each rounding happens (the peer's kernel: everything float32, one rounding at the end).
 // T = x's dtype; every operation not marked round_ is float32, none contracted into an FMA:
-//     t = tanhf(alpha * x)
+//     t = tanh(alpha * x)
 //     y = round_T(gamma * t + beta)
 // Eager PyTorch in a 16-bit dtype rounds after each of the four operations instead; tigon's y is
-// closer to the exact value (the peer's choice). tanhf is the platform's: the CPU backend's bits
-// are those of the C library's tanhf.
+// closer to the exact value (the peer's choice). tanh is math/activations.h's act_tanh: CUDA's
+// tanhf on the device (torch.tanh's on CUDA), tigon's own tanh_f32 on the CPU (+, -, *, / only,
+// within about an ulp, independent of the C library); the two differ by float32 ulps on a few
+// values, so the backends' y and dx agree within a rounding of T (most elements bit for bit).
 //
 // Backward, all float32, with u = (1 - t * t) * dy * gamma:
 //     dx     = round_T(alpha * u)
