@@ -11,7 +11,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_properties.h"
 #include "cuda/common/launch.cuh"
-#include "cuda/rms_norm/dw_finish.cuh"
+#include "cuda/rms_norm/dw_finish_launch.cuh"
 #include "cuda/rms_norm/layout.cuh"
 #include "cuda/rms_norm/modes.h"
 #include "ops/rms_norm_args.h"
@@ -27,30 +27,10 @@ DeviceTraits device_traits(int device) {
   return {d.clusters, d.peak_memory_gbps >= kFastMemoryGbps};
 }
 
-// Launched right behind the partials kernel, as its programmatic dependent where the device
-// allows: its launch overlaps the partials kernel's tail, and it waits for it before reading.
 void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream) {
-  const DwGroups groups = dw_groups(a.rows, a.hidden, static_cast<int>(element_size(a.x_dtype)));
-  const FinishConfig c = finish_config(a.hidden);
-  const int columns = c.columns;
-  const std::int64_t tiles = std::min(ceil_div(a.hidden, columns), kMaxGridBlocks);
-  const auto* partials = static_cast<const float*>(a.workspace);
-  const bool vector =
-      c.vector && a.hidden % 4 == 0 && reinterpret_cast<std::uintptr_t>(partials) % 16 == 0;
-  detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
-    using W = typename decltype(w_tag)::type;
-    const auto launch = [&]<int kLanes>() {
-      launch_dependent_kernel(rms_norm_dw_finish_kernel<W, kLanes>, tiles,
-                              dim3(columns / kLanes, kFinishThreads / columns), 0, 1,
-                              dependent_launch_available(device), stream, partials, groups.groups,
-                              a.hidden, static_cast<W*>(a.dw));
-    };
-    if (vector) {
-      launch.template operator()<4>();
-    } else {
-      launch.template operator()<1>();
-    }
-  });
+  finish_dw_partials(static_cast<const float*>(a.workspace),
+                     dw_groups(a.rows, a.hidden, static_cast<int>(element_size(a.x_dtype))).groups,
+                     a.hidden, a.weight_dtype, a.dw, device, stream);
 }
 
 }  // namespace
