@@ -110,7 +110,7 @@ def main() -> None:
             )
             torch._dynamo.reset()
     cols = ["provider", "M", "H", "fwd_ms", "bwd_ms", "full_ms", "fwd_GBps", "bwd_GBps"]
-    cols += ["full_GBps", "fwd_%ceil", "bwd_%ceil"] + (["peak_MB"] if device == "cuda" else [])
+    cols += ["full_GBps", "fwd_%ceil", "bwd_%ceil"]
     harness.print_results(rows, cols, device, f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")
     name = f"gated_rms_norm_{device}_{args.dtype}"
     harness.save(args.out, name, env, rows)
