@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "cuda/gated_rms_norm/layout.cuh"
 
@@ -15,8 +16,8 @@ namespace rms = tigon::cuda::rms_norm;
 TEST(GatedRmsNormCudaLayout, RowsFitOrStream) {
   for (const int x_size : {2, 4}) {
     for (const int pack : {16 / x_size, 1}) {
-      for (const std::int64_t hidden :
-           {std::int64_t{1}, 8, 64, 128, 1000, 2048, 4096, 16384, 16392, 20000, 65536}) {
+      for (const std::int64_t hidden : std::initializer_list<std::int64_t>{
+               1, 8, 64, 128, 1000, 2048, 4096, 16384, 16392, 20000, 65536}) {
         if (hidden % pack != 0) continue;
         SCOPED_TRACE(::testing::Message()
                      << "H " << hidden << ", pack " << pack << ", x " << x_size << " bytes");
