@@ -1,6 +1,9 @@
 """RMSNorm speed (forward, backward, full) and peak memory: tigon vs HF eager, torch.compile(HF),
 torch.nn.functional.rms_norm. Prints a table with GB/s and the copy ceiling of the same run, and
-writes CSV/JSON and a PNG plot; then host time per call at 4x4096 (harness.host_table).
+writes CSV/JSON and a PNG plot; then the QK-norm table (RMSNorm over head_dim of a [B, T, heads,
+D] view, as Qwen3's q_norm / k_norm, and of its [B, heads, T, D] transpose; peers HF's
+Qwen3RMSNorm on the same view and torch.compile of it); then host time per call at 4x4096
+(harness.host_table).
 
     python benchmarks/python/bench_rms_norm.py --device cuda            # GPU tables (issue targets)
     python benchmarks/python/bench_rms_norm.py --device cpu --quick     # 2-core CPU check
@@ -14,6 +17,7 @@ from pathlib import Path
 import torch
 from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
+from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
 
 sys.path.insert(0, str(Path(__file__).parent))
 import harness  # noqa: E402
@@ -77,6 +81,49 @@ def bench_one(make, m: int, h: int, dtype, device: str, reps: int) -> dict:
     return row
 
 
+def qk_providers(with_compile: bool) -> dict:
+    p = {
+        "tigon llama": lambda d: tigon.nn.RMSNorm(d, casting_mode="llama"),
+        "HF Qwen3RMSNorm": lambda d: Qwen3RMSNorm(d, eps=1e-6),
+        "torch F.rms_norm": lambda d: torch.nn.RMSNorm(d, eps=1e-6),
+    }
+    if with_compile:
+        p["compile(HF Qwen3RMSNorm)"] = lambda d: torch.compile(Qwen3RMSNorm(d, eps=1e-6))
+    return p
+
+
+def bench_qk(make, shape: tuple[int, int, int, int], layout: str, dtype, device, reps) -> dict:
+    """RMSNorm over D of q = [B, T, heads, D] (layout "BTHD": HF Qwen3's q_norm input, a
+    contiguous view of q_proj's output) or of q.transpose(1, 2) ("BHTD": rows not one stride apart;
+    tigon's torch layer copies such a view today, docs/ops/rms_norm.md)."""
+    b, t, heads, d = shape
+    torch.manual_seed(0)
+    module = make(d)
+    inner = getattr(module, "_orig_mod", module)
+    with torch.no_grad():
+        inner.weight.copy_(torch.randn(d) * 0.1 + 1.0)
+    module = module.to(device=device, dtype=dtype)
+    base = torch.randn(b, t, heads, d, device=device, dtype=dtype, requires_grad=True)
+    x = base if layout == "BTHD" else base.transpose(1, 2)
+    y = module(x)
+    dy = torch.randn_like(y)
+
+    def forward():
+        return module(x)
+
+    def backward():
+        torch.autograd.grad(y, (base, inner.weight), dy, retain_graph=True)
+
+    def full():
+        torch.autograd.grad(module(x), (base, inner.weight), dy)
+
+    m = b * t * heads
+    fwd_bytes = m * d * (dtype.itemsize + y.dtype.itemsize) + 4 * m
+    bwd_bytes = m * d * (y.dtype.itemsize + 2 * dtype.itemsize) + 4 * m
+    row = {"layout": layout, "M": m, "H": d}
+    return row | harness.time_phases(forward, backward, full, device, reps, fwd_bytes, bwd_bytes)
+
+
 def main() -> None:
     ap = harness.arg_parser(__doc__, with_providers=True)
     args = ap.parse_args()
@@ -128,6 +175,26 @@ def main() -> None:
     harness.print_results(rows, cols, device, f"\ncopy ceiling (this run): {ceiling:.0f} GB/s")
     name = f"rms_norm_{device}_{args.dtype}"
     harness.save(args.out, name, env, rows)
+
+    qk_shape = (1 if args.quick else 4, 4096, 32, 128) if device == "cuda" else (1, 512, 8, 128)
+    qk_chosen = harness.select_providers(
+        qk_providers(device == "cuda" and not args.no_compile), args.providers
+    )
+    qk_rows = []
+    for layout in ("BTHD", "BHTD"):
+        for pname, make in qk_chosen.items():
+            print(f"[QK-norm] {pname} {layout} {qk_shape}", file=sys.stderr, flush=True)
+            r = {"provider": pname, **bench_qk(make, qk_shape, layout, dtype, device, reps)}
+            harness.add_percent_of_ceiling(r, ceiling, ("fwd", "bwd"))
+            qk_rows.append(r)
+            torch._dynamo.reset()
+    harness.print_results(
+        qk_rows,
+        ["provider", "layout", *cols[1:]],
+        device,
+        f"\nQK-norm over D of {qk_shape} [B, T, heads, D] (BTHD) and its transpose (BHTD)",
+    )
+    harness.save(args.out, f"rms_norm_qk_{device}_{args.dtype}", env, qk_rows)
     tiny = {k: steps(make, 4, 4096, dtype, device)[:2] for k, make in chosen.items()}
     harness.host_table(
         tiny, "4x4096", device, env, args.out, f"rms_norm_host_{device}_{args.dtype}"

@@ -1,12 +1,14 @@
 """Gated RMSNorm: bitwise parity with Hugging Face's ``Qwen3NextRMSNormGated`` and
-``Qwen3_5RMSNormGated`` (forward), gradients no farther from float64 than HF's own autograd,
-opcheck, gradcheck, torch.compile, the module, and argument errors."""
+``Qwen3_5RMSNormGated`` (forward), gradients no farther from float64 than HF's own autograd, on
+every device (the CUDA ones against HF's module on the GPU); the CUDA backend against the CPU
+backend; opcheck, gradcheck, torch.compile, the module, and argument errors."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from helpers import (
+    DEVICES,
     LOW_PRECISION,
     assert_bitwise_mostly,
     assert_compiled_matches_eager,
@@ -36,8 +38,13 @@ def _hf(cls: type, hidden: int, w_dtype: torch.dtype) -> torch.nn.Module:
     return m.to(w_dtype)
 
 
-def _inputs(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    return (2 * torch.randn(shape)).to(dtype), (3 * torch.randn(shape)).to(dtype)
+def _inputs(
+    shape: tuple[int, ...], dtype: torch.dtype, device: str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return (
+        (2 * torch.randn(shape)).to(device=device, dtype=dtype),
+        (3 * torch.randn(shape)).to(device=device, dtype=dtype),
+    )
 
 
 def _float64(x: torch.Tensor, gate: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -46,15 +53,16 @@ def _float64(x: torch.Tensor, gate: torch.Tensor, w: torch.Tensor) -> torch.Tens
     return w * (x * r) * torch.nn.functional.silu(gate)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("cls", HF_CLASSES, ids=lambda c: c.__name__)
 @pytest.mark.parametrize(("x_dtype", "w_dtype"), DTYPE_CASES)
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 def test_forward_matches_hf(
-    shape: tuple[int, ...], x_dtype: torch.dtype, w_dtype: torch.dtype, cls: type
+    shape: tuple[int, ...], x_dtype: torch.dtype, w_dtype: torch.dtype, cls: type, device: str
 ) -> None:
     torch.manual_seed(0)
-    hf = _hf(cls, shape[-1], w_dtype)
-    x, gate = _inputs(shape, x_dtype)
+    hf = _hf(cls, shape[-1], w_dtype).to(device)
+    x, gate = _inputs(shape, x_dtype, device)
     with torch.no_grad():
         expected = hf(x, gate)
     y = tigon.ops.gated_rms_norm(x, gate, hf.weight.detach(), EPS)
@@ -65,8 +73,11 @@ def test_forward_matches_hf(
         torch.testing.assert_close(y, expected, rtol=4e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("x_dtype", "w_dtype"), DTYPE_CASES)
-def test_cast_order_is_hf_given_the_same_rstd(x_dtype: torch.dtype, w_dtype: torch.dtype) -> None:
+def test_cast_order_is_hf_given_the_same_rstd(
+    x_dtype: torch.dtype, w_dtype: torch.dtype, device: str
+) -> None:
     """HF's forward line for line with tigon's rstd in place of its own: every rounding point
     matches, so only exp's last float32 bit can flip a rounding (<= 1 ulp). Against the plain HF
     module, a float32 ulp of difference in rstd (another summation order) that meets a rounding
@@ -74,8 +85,8 @@ def test_cast_order_is_hf_given_the_same_rstd(x_dtype: torch.dtype, w_dtype: tor
     gated_rms_norm.md); the same statistics remove that."""
     torch.manual_seed(2)
     shape = (64, 4096)
-    w = (1 + 0.5 * torch.randn(shape[-1])).to(w_dtype)
-    x, gate = _inputs(shape, x_dtype)
+    w = (1 + 0.5 * torch.randn(shape[-1])).to(device=device, dtype=w_dtype)
+    x, gate = _inputs(shape, x_dtype, device)
     y, rstd = OPS.gated_rms_norm_fwd(x, gate, w, EPS)
     n = (x.float() * rstd.unsqueeze(-1)).to(x_dtype)  # hidden_states * rsqrt(...), .to(input)
     expected = ((w * n) * torch.nn.functional.silu(gate.float())).to(x_dtype)
@@ -87,22 +98,25 @@ def test_cast_order_is_hf_given_the_same_rstd(x_dtype: torch.dtype, w_dtype: tor
         torch.testing.assert_close(y, expected, rtol=4e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("x_dtype", "w_dtype"), DTYPE_CASES)
-def test_backward_at_least_as_accurate_as_hf(x_dtype: torch.dtype, w_dtype: torch.dtype) -> None:
+def test_backward_at_least_as_accurate_as_hf(
+    x_dtype: torch.dtype, w_dtype: torch.dtype, device: str
+) -> None:
     torch.manual_seed(1)
     shape = (4, 33, 128)
-    hf = _hf(Qwen3NextRMSNormGated, shape[-1], w_dtype)
-    x0, g0 = _inputs(shape, x_dtype)
+    hf = _hf(Qwen3NextRMSNormGated, shape[-1], w_dtype).to(device)
+    x0, g0 = _inputs(shape, x_dtype, device)
     x_hf, g_hf = x0.clone().requires_grad_(), g0.clone().requires_grad_()
     x, g = x0.clone().requires_grad_(), g0.clone().requires_grad_()
     w = hf.weight.detach().clone().requires_grad_()
-    dy = torch.randn(shape).to(x_dtype)
+    dy = torch.randn(shape).to(device=device, dtype=x_dtype)
     hf(x_hf, g_hf).backward(dy)
     tigon.ops.gated_rms_norm(x, g, w, EPS).backward(dy)
 
-    x64, g64 = x0.double().requires_grad_(), g0.double().requires_grad_()
-    w64 = w.detach().double().requires_grad_()
-    _float64(x64, g64, w64).backward(dy.double())
+    x64, g64 = x0.cpu().double().requires_grad_(), g0.cpu().double().requires_grad_()
+    w64 = w.detach().cpu().double().requires_grad_()
+    _float64(x64, g64, w64).backward(dy.cpu().double())
     for got, peer, exact, what in [
         (x.grad, x_hf.grad, x64.grad, "dx"),
         (g.grad, g_hf.grad, g64.grad, "dgate"),
@@ -112,25 +126,29 @@ def test_backward_at_least_as_accurate_as_hf(x_dtype: torch.dtype, w_dtype: torc
         assert_grad_not_worse(got, peer, exact, exact.norm().item(), what)
 
 
-def test_in_place_backward_gives_the_same_bits() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_place_backward_gives_the_same_bits(device: str) -> None:
     """dx written into dy's buffer (the core reads each dy element before it overwrites it)."""
-    x, g = _inputs((8, 96), torch.bfloat16)
-    w = torch.randn(96)
+    x, g = _inputs((8, 96), torch.bfloat16, device)
+    w = torch.randn(96, device=device)
     _, rstd = OPS.gated_rms_norm_fwd(x, g, w, EPS)
-    dy = torch.randn(8, 96).to(torch.bfloat16)
+    dy = torch.randn(8, 96).to(device=device, dtype=torch.bfloat16)
     dx, dgate, dw = OPS.gated_rms_norm_bwd(dy, x, g, w, rstd)
     buffer = dy.clone()
     dgate2, dw2 = OPS.gated_rms_norm_bwd_inplace(buffer, x, g, w, rstd)
     assert torch.equal(buffer, dx) and torch.equal(dgate2, dgate) and torch.equal(dw2, dw)
     with pytest.raises(ValueError, match=r"gated_rms_norm_bwd_inplace: argument 'dy'"):
-        OPS.gated_rms_norm_bwd_inplace(torch.randn(96, 8).t(), x.float(), g.float(), w, rstd)
+        OPS.gated_rms_norm_bwd_inplace(
+            torch.randn(96, 8, device=device).t(), x.float(), g.float(), w, rstd
+        )
 
 
-def test_backward_is_deterministic() -> None:
-    x = torch.randn(64, 256, dtype=torch.bfloat16, requires_grad=True)
-    g = torch.randn(64, 256, dtype=torch.bfloat16, requires_grad=True)
-    w = torch.randn(256, requires_grad=True)
-    dy = torch.randn(64, 256, dtype=torch.bfloat16)
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_is_deterministic(device: str) -> None:
+    x = torch.randn(4096, 128, dtype=torch.bfloat16, device=device, requires_grad=True)
+    g = torch.randn(4096, 128, dtype=torch.bfloat16, device=device, requires_grad=True)
+    w = torch.randn(128, device=device, requires_grad=True)
+    dy = torch.randn(4096, 128, dtype=torch.bfloat16, device=device)
     grads = []
     for _ in range(2):
         for t in (x, g, w):
@@ -196,20 +214,21 @@ def test_module_is_a_drop_in() -> None:
         tigon.nn.RMSNormGated(0)
 
 
-def test_row_strided_input_and_zero_rows() -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_row_strided_input_and_zero_rows(device: str) -> None:
     """Chunks of a projection (Qwen3-Next's z) are row-strided views: no copy needed."""
-    w = 1 + 0.3 * torch.randn(64)
-    both = torch.randn(6, 128)
+    w = (1 + 0.3 * torch.randn(64)).to(device)
+    both = torch.randn(6, 128, device=device)
     x, gate = both[:, :64], both[:, 64:]
-    hf = _hf(Qwen3NextRMSNormGated, 64, torch.float32)
+    hf = _hf(Qwen3NextRMSNormGated, 64, torch.float32).to(device)
     with torch.no_grad():
         hf.weight.copy_(w)
         expected = hf(x, gate)
     torch.testing.assert_close(tigon.ops.gated_rms_norm(x, gate, w, EPS), expected)
-    w_strided = torch.stack([w, torch.zeros(64)], -1)[:, 0]  # a strided weight is copied
+    w_strided = torch.stack([w, torch.zeros_like(w)], -1)[:, 0]  # a strided weight is copied
     torch.testing.assert_close(tigon.ops.gated_rms_norm(x, gate, w_strided, EPS), expected)
-    x0 = torch.randn(0, 64, requires_grad=True)
-    g0 = torch.randn(0, 64, requires_grad=True)
+    x0 = torch.randn(0, 64, device=device, requires_grad=True)
+    g0 = torch.randn(0, 64, device=device, requires_grad=True)
     w0 = w.clone().requires_grad_()
     tigon.ops.gated_rms_norm(x0, g0, w0).sum().backward()
     assert w0.grad is not None and not w0.grad.any()
@@ -242,8 +261,28 @@ def test_negative_eps_is_rejected() -> None:
 
 
 @pytest.mark.gpu
-def test_cuda_is_not_yet_there() -> None:
-    """The CUDA kernels come in a later slice (issue 36); until then a CUDA tensor says so."""
-    x = torch.randn(2, 8, device="cuda")
-    with pytest.raises(RuntimeError, match="not yet on CUDA"):
-        tigon.ops.gated_rms_norm(x, torch.randn_like(x), torch.ones(8, device="cuda"))
+@pytest.mark.parametrize(("x_dtype", "w_dtype"), DTYPE_CASES)
+@pytest.mark.parametrize("shape", [(2, 512, 16, 128), (7, 4097)], ids=["qwen3next_heads", "odd"])
+def test_cuda_matches_cpu_backend(
+    shape: tuple[int, ...], x_dtype: torch.dtype, w_dtype: torch.dtype
+) -> None:
+    """The CUDA backend against the CPU backend on the same inputs: only the row sums' order and
+    exp's last float32 bit differ, so 16-bit y and dgate are mostly bitwise; a float32 ulp of rstd
+    that meets a rounding tie of n moves a rare y up to 3 ulps (docs/ops/gated_rms_norm.md)."""
+    torch.manual_seed(4)
+    x, gate = _inputs(shape, x_dtype)
+    w = (1 + 0.5 * torch.randn(shape[-1])).to(w_dtype)
+    dy = torch.randn(shape).to(x_dtype)
+    outs = {}
+    for device in ("cpu", "cuda"):
+        xd, gd, wd = (t.to(device).requires_grad_() for t in (x, gate, w))
+        y = tigon.ops.gated_rms_norm(xd, gd, wd, EPS)
+        y.backward(dy.to(device))
+        outs[device] = [t.detach().cpu() for t in (y, xd.grad, gd.grad)] + [wd.grad.cpu()]
+    for got, want, what in zip(outs["cuda"], outs["cpu"], ["y", "dx", "dgate", "dw"], strict=True):
+        if x_dtype in LOW_PRECISION and what in ("y", "dgate"):
+            assert_bitwise_mostly(got, want, max_ulp=3)
+        else:  # sums in another order: dx's row sum (cancels near zero), dw's over rows
+            rtol = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[got.dtype]
+            atol = (1e-3 if got.dtype != torch.float32 else 1e-5) * want.abs().max().item()
+            torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=what)

@@ -243,6 +243,81 @@ def test_other_layouts_are_copied_and_correct(make_view: object, device: str) ->
     assert torch.equal(xg.grad, xc.grad) and torch.equal(wg.grad, wc.grad)
 
 
+# ------------------------------------------------------------------------------- QK-norm views
+
+# Qwen3's q_norm / k_norm: RMSNorm over head_dim of q_proj(x).view(B, T, heads, D), before the
+# transpose to [B, heads, T, D]. B, T, heads, D = 2, 24, 4, 128.
+QK = (2, 24, 4, 128)
+
+
+def _head_views() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """Views of a [B, T, heads, D] tensor q's values, each over its own buffer."""
+    b, t, h, d = QK
+
+    def padded_heads(q: torch.Tensor) -> torch.Tensor:  # each head row followed by padding
+        big = torch.zeros(b, t, h, d + 32, device=q.device, dtype=q.dtype)
+        big[..., :d] = q
+        return big[..., :d]
+
+    def fused_qkv(q: torch.Tensor) -> torch.Tensor:  # q's part of a fused QKV projection
+        qkv = torch.zeros(b, t, 3 * h * d, device=q.device, dtype=q.dtype)
+        qkv[..., : h * d] = q.reshape(b, t, h * d)
+        return qkv[..., : h * d].view(b, t, h, d)
+
+    def of_bhtd(q: torch.Tensor) -> torch.Tensor:  # over a [B, heads, T, D] buffer
+        return q.transpose(1, 2).contiguous().transpose(1, 2)
+
+    return {
+        "BTHD": lambda q: q.clone(),
+        "BTHD_padded_heads": padded_heads,
+        "BTHD_fused_qkv": fused_qkv,
+        "BTHD_of_BHTD": of_bhtd,
+        "BHTD": lambda q: q.clone().transpose(1, 2),  # q.transpose(1, 2): [B, heads, T, D]
+    }
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("view", list(_head_views()))
+def test_qk_norm_head_views(view: str, device: str) -> None:
+    """Every view of q's values (shape [B, T, heads, D], or [B, heads, T, D] for q.transpose(1, 2))
+    gives the bits of the contiguous q (y, rstd, dx, dw) and of HF's Qwen3RMSNorm on the same view
+    (>= 99% bitwise, <= 1 ulp). Views whose rows are one stride apart (the contiguous
+    q_proj(x).view(...) HF normalizes, per-head padding) are read in place; the others (rows at
+    two or three strides) are copied first: docs/ops/rms_norm.md, "QK-norm"."""
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+
+    torch.manual_seed(5)
+    q = (2 * torch.randn(QK)).to(device=device, dtype=torch.bfloat16)
+    x = _head_views()[view](q)
+    # as_q: a [B, heads, T, D] result in q's [B, T, heads, D] shape (others as they are).
+    as_q = (lambda t: t.transpose(1, 2)) if view == "BHTD" else (lambda t: t)
+    assert torch.equal(as_q(x), q)
+    w = _weight(QK[-1], device, torch.bfloat16)
+    dy_q = torch.randn(QK).to(device=device, dtype=torch.bfloat16)
+    dy = as_q(dy_q)  # the same values at x's shape
+
+    y, rstd = OPS.rms_norm_fwd(x, w, EPS, 0.0, "llama")
+    y_ref, rstd_ref = OPS.rms_norm_fwd(q, w, EPS, 0.0, "llama")
+    assert torch.equal(as_q(y), y_ref)
+    assert torch.equal(rstd.transpose(1, 2) if view == "BHTD" else rstd, rstd_ref)
+    dx, dw = OPS.rms_norm_bwd(dy, x, w, rstd, 0.0, "llama")
+    dx_ref, dw_ref = OPS.rms_norm_bwd(dy_q, q, w, rstd_ref, 0.0, "llama")
+    assert torch.equal(as_q(dx), dx_ref)
+    # dW sums rows in x's row order: the same bits where that is q's order.
+    if view == "BHTD":
+        torch.testing.assert_close(dw, dw_ref)
+    else:
+        assert torch.equal(dw, dw_ref)
+
+    hf = Qwen3RMSNorm(QK[-1], eps=EPS).to(device=device, dtype=torch.bfloat16)
+    with torch.no_grad():
+        hf.weight.copy_(w)
+        assert_bitwise_mostly(y, hf(x))
+    if device == "cpu" and view in ("BTHD", "BTHD_padded_heads"):
+        assert _copies(lambda: OPS.rms_norm_fwd(x, w, EPS, 0.0, "llama")) == []
+        assert _copies(lambda: OPS.rms_norm_bwd(dy, x, w, rstd, 0.0, "llama")) == []
+
+
 # ---------------------------------------------------------------------------- empty inputs
 
 

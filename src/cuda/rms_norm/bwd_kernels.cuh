@@ -144,9 +144,10 @@ __device__ __forceinline__ void grad_row(const BwdParamsOf<kResidual>& p, const 
 // several row slots a block, the slots add theirs into one shared slice row in slot order, so the
 // sum is ((slot 0 + slot 1) + slot 2) + ...; the last slot stores the total. Element e of
 // `slot_partials` (group * K * P floats) is local pack (k * group + lane), lane i, as in the
-// registers. Every thread of the block must call it.
-template <typename Math, int P, int K>
-__device__ __forceinline__ void store_dw_partial(const BwdParams& p, const ThreadShare& t,
+// registers. Every thread of the block must call it. Params: any kernel's parameters with
+// `partials` and `hidden` (RMSNorm's BwdParams, gated RMSNorm's).
+template <typename Math, int P, int K, typename Params>
+__device__ __forceinline__ void store_dw_partial(const Params& p, const ThreadShare& t,
                                                  std::int64_t g, const float (&acc)[K][P],
                                                  float* slot_partials) {
   if constexpr (MathTraits<Math>::kAffine) {

@@ -1,6 +1,6 @@
 // Host side of the dW finishing kernel (dw_finish.cuh): its tile and vector width from the row
 // length and the partials' alignment. Shared by every norm whose column gradients are float32
-// partial rows (RMSNorm's dW, DyT's dgamma and dbeta).
+// partial rows (RMSNorm's and gated RMSNorm's dW, DyT's dgamma and dbeta).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/dispatch.h"
 #include "cuda/common/launch.cuh"
 #include "cuda/rms_norm/dw_finish.cuh"
 #include "cuda/rms_norm/layout.cuh"
@@ -35,6 +36,18 @@ void launch_dw_finish(const float* partials, std::int64_t groups, std::int64_t h
   } else {
     launch.template operator()<1>();
   }
+}
+
+// launch_dw_finish for a weight of run-time dtype, launched right behind the partials kernel, as
+// its programmatic dependent where the device allows: its launch overlaps the partials kernel's
+// tail, and it waits for it before reading.
+inline void finish_dw_partials(const float* partials, std::int64_t groups, std::int64_t hidden,
+                               DType weight_dtype, void* dw, int device, cudaStream_t stream) {
+  detail::dispatch_dtype(weight_dtype, [&](auto w_tag) {
+    using W = typename decltype(w_tag)::type;
+    launch_dw_finish(partials, groups, hidden, static_cast<W*>(dw),
+                     dependent_launch_available(device), stream);
+  });
 }
 
 }  // namespace tigon::cuda::rms_norm

@@ -27,16 +27,10 @@ DeviceTraits device_traits(int device) {
   return {d.clusters, d.peak_memory_gbps >= kFastMemoryGbps};
 }
 
-// Launched right behind the partials kernel, as its programmatic dependent where the device
-// allows: its launch overlaps the partials kernel's tail, and it waits for it before reading.
 void finish_dw(const detail::RmsNormBwdArgs& a, int device, cudaStream_t stream) {
-  const DwGroups groups = dw_groups(a.rows, a.hidden, static_cast<int>(element_size(a.x_dtype)));
-  const auto* partials = static_cast<const float*>(a.workspace);
-  detail::dispatch_dtype(a.weight_dtype, [&](auto w_tag) {
-    using W = typename decltype(w_tag)::type;
-    launch_dw_finish(partials, groups.groups, a.hidden, static_cast<W*>(a.dw),
-                     dependent_launch_available(device), stream);
-  });
+  finish_dw_partials(static_cast<const float*>(a.workspace),
+                     dw_groups(a.rows, a.hidden, static_cast<int>(element_size(a.x_dtype))).groups,
+                     a.hidden, a.weight_dtype, a.dw, device, stream);
 }
 
 }  // namespace
