@@ -4,6 +4,7 @@
 
 #include "core/dispatch.h"
 #include "cuda/common/launch.cuh"
+#include "cuda/common/pack_fit.h"
 #include "cuda/gated_rms_norm/bwd_kernels.cuh"
 #include "cuda/gated_rms_norm/launch.h"
 #include "cuda/gated_rms_norm/layout.cuh"
@@ -14,10 +15,9 @@ namespace {
 
 template <typename X, typename W, int P>
 bool vectorizable(const detail::GatedRmsNormBwdArgs& a) {
-  using rms_norm::aligned;
-  return rms_norm::strides_fit(a.rows, a.hidden, P,
-                               {a.dy_row_stride, a.x_row_stride, a.gate_row_stride, a.dx_row_stride,
-                                a.dgate_row_stride}) &&
+  return strides_fit(a.rows, a.hidden, P,
+                     {a.dy_row_stride, a.x_row_stride, a.gate_row_stride, a.dx_row_stride,
+                      a.dgate_row_stride}) &&
          aligned(a.dy, kPackAlignment<X, P>) && aligned(a.x, kPackAlignment<X, P>) &&
          aligned(a.gate, kPackAlignment<X, P>) && aligned(a.dx, kPackAlignment<X, P>) &&
          aligned(a.dgate, kPackAlignment<X, P>) && aligned(a.weight, kPackAlignment<W, P>) &&
