@@ -12,6 +12,7 @@
 #include "tigon/ops/gated_rms_norm.h"
 #include "tigon/ops/glu.h"
 #include "tigon/ops/layer_norm.h"
+#include "tigon/ops/moe_experts.h"
 #include "tigon/ops/poly_norm.h"
 #include "tigon/ops/rms_norm.h"
 #include "tigon/ops/rope.h"
