@@ -20,6 +20,7 @@ from tigon.nn.glu import (
     use_tigon_experts,
 )
 from tigon.nn.layer_norm import LayerNorm
+from tigon.nn.moe_experts import MoEExperts
 from tigon.nn.poly_norm import PolyNorm
 from tigon.nn.rms_norm import RMSNorm
 
@@ -33,6 +34,7 @@ __all__ = [
     "JSD",
     "KLDivLoss",
     "LayerNorm",
+    "MoEExperts",
     "Phi3SwiGLUMLP",
     "PolyNorm",
     "RMSNorm",
