@@ -163,12 +163,21 @@ def _build_class(family: FamilySpec, hf_cls: type) -> type:
     return make_subclass((hf_cls, TigonGLU), _class_name(spec.cls), __name__, attrs)
 
 
+def original_class(family: FamilySpec, name: str) -> type | None:
+    """The HF class this module replaced under ``name`` in the family's module, if it did."""
+    return _ORIGINALS.get((family.module, name))
+
+
 def _original(family: FamilySpec) -> type:
     spec = family.mlp
     assert spec is not None
     current = module_class(family, import_family_module(family), spec.cls)
     if issubclass(current, TigonGLU):
         return _ORIGINALS[(family.module, spec.cls)]
+    from tigon.transformers import moe as _moe  # moe=True may have replaced the same class
+
+    if issubclass(current, _moe.TigonMoE):
+        return _moe.original_class(family, spec.cls) or current.__bases__[0]
     return current
 
 
