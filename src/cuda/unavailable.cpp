@@ -9,6 +9,7 @@
 #include "ops/glu_args.h"
 #include "ops/layer_norm_args.h"
 #include "ops/moe_experts_args.h"
+#include "ops/moe_router_args.h"
 #include "ops/poly_norm_args.h"
 #include "ops/rms_norm_args.h"
 #include "ops/rope_args.h"
@@ -60,6 +61,8 @@ std::size_t moe_experts_fwd_workspace_size(const detail::MoeExpertsShape&, bool,
 std::size_t moe_experts_bwd_workspace_size(const detail::MoeExpertsShape&, int) { unavailable(); }
 void moe_experts_fwd(const detail::MoeExpertsFwdArgs&, int, void*) { unavailable(); }
 void moe_experts_bwd(const detail::MoeExpertsBwdArgs&, int, void*) { unavailable(); }
+void moe_router_fwd(const detail::MoeRouterArgs&, int, void*) { unavailable(); }
+void moe_router_bwd(const detail::MoeRouterArgs&, int, void*) { unavailable(); }
 
 std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs&, bool, int) {
   unavailable();

@@ -218,6 +218,71 @@ def test_errors() -> None:
         MoEExperts(2, 4, 4, activation="relu")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_router_matches_hf(family: str, dtype: torch.dtype) -> None:
+    """tigon.ops.moe_router on HF's router logits: the same experts in the same order as HF's
+    router, the weights and the logits' gradient (through the weights) within float32 rounding
+    (the softmax's exp is tigon's, not torch's Sleef exp) and 1 ulp of the weights' dtype."""
+    make_config, _, router_cls = FAMILIES[family]
+    config = make_config()
+    router = router_cls(config)
+    gen = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        router.weight.copy_(torch.randn(router.weight.shape, generator=gen))
+    router.to(dtype)
+    x = torch.randn(64, config.hidden_size, generator=gen).to(dtype)
+    logits, want_w, want_ids = router(x)
+    logits = logits.detach().requires_grad_()
+    renorm = family == "mixtral" or config.norm_topk_prob
+    w, ids = tigon.ops.moe_router(
+        logits, config.num_experts_per_tok, renormalize=renorm, weights_fp32=family == "mixtral"
+    )
+    # Equal probabilities (bf16 logits tie often): tigon takes the lower id first, torch.topk's
+    # order among equal values is unspecified (here it took the higher one): the same experts
+    # with the same probabilities, possibly in another order.
+    probs = torch.softmax(logits.detach().float(), dim=-1)
+    differ = (ids != want_ids).any(-1)
+    assert torch.equal(ids[~differ], want_ids[~differ])
+    for r in differ.nonzero().flatten().tolist():
+        assert torch.equal(probs[r, ids[r]], probs[r, want_ids[r]]), (
+            f"row {r}: {ids[r].tolist()} vs HF's {want_ids[r].tolist()}, not a tie"
+        )
+    assert differ.double().mean() < 0.1
+    keep = ~differ
+    w, want_w = w[keep], want_w[keep]
+    assert w.dtype == want_w.dtype
+    if w.dtype == torch.float32:
+        torch.testing.assert_close(w, want_w, rtol=1e-6, atol=1e-7)
+    else:
+        assert_bitwise_mostly(w, want_w, max_ulp=1, min_exact=0.9)
+    w_all, _ = tigon.ops.moe_router(
+        logits, config.num_experts_per_tok, renormalize=renorm, weights_fp32=family == "mixtral"
+    )
+    gw = torch.randn(w_all.shape, generator=gen).to(w_all.dtype)
+    gw[differ] = 0  # rows whose tie HF broke the other way: their gradients go to other experts
+    (got,) = torch.autograd.grad(w_all, logits, gw)
+    ref_logits = logits.detach().requires_grad_()
+    # HF's router math after F.linear, on the same logits (autograd's reference gradient)
+    probs = torch.softmax(ref_logits.float(), dim=-1)
+    top, _ = torch.topk(probs, config.num_experts_per_tok, dim=-1)
+    if renorm:
+        top = top / top.sum(dim=-1, keepdim=True)
+    (want,) = torch.autograd.grad(top.to(w.dtype), ref_logits, gw)
+    scale = want.float().abs().max().item()
+    tol = 1e-6 if dtype == torch.float32 else 2**-8
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol * scale)
+
+
+def test_router_opcheck_and_errors() -> None:
+    logits = torch.randn(7, 6)
+    torch.library.opcheck(OPS.moe_router_fwd.default, (logits, 2, True, True))
+    ids, w = OPS.moe_router_fwd(logits, 2, True, True)
+    torch.library.opcheck(OPS.moe_router_bwd.default, (torch.randn_like(w), logits, ids, 2, True))
+    with pytest.raises(ValueError, match="top_k"):
+        tigon.ops.moe_router(logits, 7)
+
+
 @pytest.mark.gpu
 def test_cuda_is_not_yet_a_backend() -> None:
     """Slice 1 has no CUDA kernels: a CUDA call is a clear error, never a silent fallback."""

@@ -56,6 +56,7 @@ def test_public_api() -> None:
     assert callable(tigon.ops.gated_rms_norm)
     assert issubclass(tigon.nn.RMSNormGated, torch.nn.Module)
     assert callable(tigon.ops.moe_experts)
+    assert callable(tigon.ops.moe_router)
     assert issubclass(tigon.nn.MoEExperts, torch.nn.Module)
     for name in (
         "rms_norm_fwd",
@@ -82,6 +83,8 @@ def test_public_api() -> None:
         "gated_rms_norm_bwd_inplace",
         "moe_experts_fwd",
         "moe_experts_bwd",
+        "moe_router_fwd",
+        "moe_router_bwd",
     ):
         assert hasattr(torch.ops.tigon, name)
 

@@ -8,7 +8,7 @@ from tigon.ops.fused_linear_cross_entropy import fused_linear_cross_entropy
 from tigon.ops.gated_rms_norm import gated_rms_norm
 from tigon.ops.glu import geglu, geglu_packed, glu, glu_packed, swiglu, swiglu_packed
 from tigon.ops.layer_norm import layer_norm
-from tigon.ops.moe_experts import MOE_ACTIVATIONS, moe_experts
+from tigon.ops.moe_experts import MOE_ACTIVATIONS, moe_experts, moe_router
 from tigon.ops.poly_norm import poly_norm
 from tigon.ops.rms_norm import CASTING_MODES, rms_norm
 from tigon.ops.rope import apply_rotary_pos_emb, rope
@@ -33,6 +33,7 @@ __all__ = [
     "kl_div",
     "layer_norm",
     "moe_experts",
+    "moe_router",
     "poly_norm",
     "rms_norm",
     "rope",

@@ -1,5 +1,5 @@
-"""Mixture-of-experts routed experts: fakes of ``torch.ops.tigon.moe_experts_*``, and
-:func:`moe_experts`.
+"""Mixture-of-experts: fakes of ``torch.ops.tigon.moe_experts_*`` and ``moe_router_*``,
+:func:`moe_experts` and :func:`moe_router`.
 
 The op is the experts half of an HF MoE block (``MixtralExperts``, ``Qwen3MoeExperts``): the
 router stays HF's module and hands over ``(top_k_index, top_k_weights)``. Formula, every rounding
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["MOE_ACTIVATIONS", "moe_experts"]
+__all__ = ["MOE_ACTIVATIONS", "moe_experts", "moe_router"]
 
 _OPS = "tigon::"
 
@@ -105,3 +105,51 @@ def moe_experts(
     weights = topk_weights.reshape(-1, k)
     out = torch.ops.tigon.moe_experts_fwd(flat, ids, weights, w_gate_up, w_down, act, False)[0]
     return out.reshape(shape)
+
+
+@torch.library.register_fake(_OPS + "moe_router_fwd")
+def _moe_router_fwd_fake(
+    logits: torch.Tensor, top_k: int, renormalize: bool, weights_fp32: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    n = logits.shape[0]
+    weights_dtype = torch.float32 if weights_fp32 else logits.dtype
+    return (
+        logits.new_empty((n, top_k), dtype=torch.long),
+        logits.new_empty((n, top_k), dtype=weights_dtype),
+    )
+
+
+@torch.library.register_fake(_OPS + "moe_router_bwd")
+def _moe_router_bwd_fake(
+    grad_weights: torch.Tensor,
+    logits: torch.Tensor,
+    topk_ids: torch.Tensor,
+    top_k: int,
+    renormalize: bool,
+) -> torch.Tensor:
+    return logits.new_empty(logits.shape)
+
+
+def moe_router(
+    router_logits: torch.Tensor,
+    top_k: int,
+    *,
+    renormalize: bool = True,
+    weights_fp32: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax-then-top-k routing, as HF's MixtralTopKRouter / Qwen3MoeTopKRouter after their
+    ``F.linear`` (``include/tigon/ops/moe_router.h``).
+
+    Args:
+        router_logits: ``[N, E]`` float32, float16 or bfloat16.
+        top_k: experts per token, ``1 <= top_k <= E``.
+        renormalize: divide the top-k probabilities by their sum (Mixtral; Qwen3-MoE's
+            ``norm_topk_prob``).
+        weights_fp32: float32 weights (Mixtral) or weights in the logits' dtype (Qwen3-MoE).
+
+    Returns:
+        ``(topk_weights, topk_ids)``: ``[N, K]`` weights (differentiable in the logits) and int64
+        expert ids, largest probability first (equal probabilities: the lower id first).
+    """
+    ids, weights = torch.ops.tigon.moe_router_fwd(router_logits, top_k, renormalize, weights_fp32)
+    return weights, ids
