@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <cstddef>
 #include <string_view>
 #include <tuple>
 
@@ -53,6 +54,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> moe_exper
     const at::Tensor ids = topk_ids.contiguous(), weights = topk_weights.contiguous();
     const at::Tensor w_gate_up = w_gate_up_arg.contiguous(), w_down = w_down_arg.contiguous();
     const MoeExpertsInputs in = inputs_of(hidden, ids, weights, w_gate_up, w_down, kFwd);
+    // The size query validates every input first (the shapes below are then known good).
+    const std::size_t workspace_bytes = moe_experts_fwd_workspace_size(params, in, save);
     const int64_t n = hidden.size(0), h = hidden.size(1), slots = ids.numel();
     const int64_t experts = w_gate_up.size(0), i2 = w_gate_up.size(1);
     at::Tensor out = at::empty({n, h}, hidden.options());
@@ -60,8 +63,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> moe_exper
     at::Tensor sorted = at::empty({slots}, hidden.options().dtype(at::kLong));
     at::Tensor gate_up = at::empty({save ? slots : 0, save ? i2 : 0}, hidden.options());
     at::Tensor expert_out = at::empty({save ? slots : 0, save ? h : 0}, hidden.options());
-    const at::Tensor workspace =
-        empty_bytes(moe_experts_fwd_workspace_size(params, in, save), hidden);
+    const at::Tensor workspace = empty_bytes(workspace_bytes, hidden);
     const MoeExpertsSaved saved = save ? MoeExpertsSaved{to_view(gate_up, kFwd, "gate_up"),
                                                          to_view(expert_out, kFwd, "expert_out")}
                                        : MoeExpertsSaved{};
@@ -89,6 +91,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> moe_experts_bwd(
     const at::Tensor ids = topk_ids.contiguous(), weights = topk_weights.contiguous();
     const at::Tensor w_gate_up = w_gate_up_arg.contiguous(), w_down = w_down_arg.contiguous();
     const MoeExpertsInputs in = inputs_of(hidden, ids, weights, w_gate_up, w_down, kBwd);
+    const std::size_t workspace_bytes = moe_experts_bwd_workspace_size(params, in, {});
     const auto empty_or = [&](bool wanted, const at::Tensor& like) {
       return wanted ? at::empty(like.sizes(), like.options()) : at::empty({0}, like.options());
     };
@@ -101,8 +104,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> moe_experts_bwd(
         output_mask[1] ? to_view(d_weights, kBwd, "grad_topk_weights") : TensorView{},
         output_mask[2] ? to_view(d_gate_up, kBwd, "grad_w_gate_up") : TensorView{},
         output_mask[3] ? to_view(d_down, kBwd, "grad_w_down") : TensorView{}};
-    const at::Tensor workspace =
-        empty_bytes(moe_experts_bwd_workspace_size(params, in, grads), hidden);
+    const at::Tensor workspace = empty_bytes(workspace_bytes, hidden);
     tigon::moe_experts_bwd(
         params, in,
         {to_view(expert_offsets, kBwd, "expert_offsets"),

@@ -22,7 +22,7 @@ std::tuple<at::Tensor, at::Tensor> moe_router_fwd(const at::Tensor& logits_arg, 
   const CudaContext context(logits_arg);
   return translate_errors([&] {
     const at::Tensor logits = with_row_layout(logits_arg);
-    const int64_t n = logits.dim() == 2 ? logits.size(0) : 0;
+    const int64_t n = logits.dim() >= 1 ? logits.size(0) : 0;  // the core checks [N, E]
     at::Tensor ids = at::empty({n, top_k}, logits.options().dtype(at::kLong));
     at::Tensor weights =
         at::empty({n, top_k}, weights_fp32 ? logits.options().dtype(at::kFloat) : logits.options());

@@ -290,3 +290,17 @@ def test_cuda_is_not_yet_a_backend() -> None:
     hf.cuda()
     with pytest.raises(RuntimeError, match="not yet on CUDA"):
         tigon.ops.moe_experts(x.cuda(), ids.cuda(), weights.cuda(), hf.gate_up_proj, hf.down_proj)
+
+
+def test_op_errors_name_the_argument_for_bad_ranks() -> None:
+    """Shapes are validated before anything is allocated from them."""
+    x = torch.randn(4, 8)
+    ids = torch.zeros(4, 2, dtype=torch.long)
+    w = torch.rand(4, 2)
+    w1, w2 = torch.randn(3, 6, 8), torch.randn(3, 8, 3)
+    with pytest.raises(ValueError, match="hidden"):
+        OPS.moe_experts_fwd(x[0], ids, w, w1, w2, "silu", False)
+    with pytest.raises(ValueError, match="w_gate_up"):
+        OPS.moe_experts_fwd(x, ids, w, w1[0], w2, "silu", False)
+    with pytest.raises(ValueError, match="logits"):
+        OPS.moe_router_fwd(x[0], 2, True, True)
