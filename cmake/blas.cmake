@@ -1,4 +1,4 @@
-# A BLAS for the CPU backend's matrix products (fused linear cross-entropy): cblas_sgemm, 32-bit
+# A BLAS for the CPU backend's matrix products (fused linear cross-entropy, MoE experts): cblas_sgemm, 32-bit
 # integers (LP64), from any vendor FindBLAS knows whose library has the CBLAS interface. (CBLAS,
 # not the Fortran sgemm_: libtorch_cpu exports the sgemm_ of the MKL inside it, which would bind
 # the torch module to whichever of the two its link order lists first.) OpenBLAS is tried
