@@ -401,3 +401,26 @@ def test_moe_training_loss_includes_the_router_aux_loss(family: str) -> None:
     out = model(input_ids=token_ids(), labels=token_ids())
     assert out.aux_loss is not None and out.aux_loss > 0
     torch.testing.assert_close(out.loss, ref["loss"], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["mixtral", "qwen3_moe"])
+def test_moe_fallback_off_the_kernel_devices(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where tigon has no experts kernel yet (CUDA until issue 38's next slice), the patched
+    experts run HF's forward, with the GLU kernel as its gate where the swiglu flag covers the
+    class (Mixtral): what moe=False gives. Simulated on the CPU by emptying KERNEL_DEVICES."""
+    from tigon.transformers import _ops
+    from tigon.transformers import moe as tmoe
+
+    _, ref = _reference(family)
+    model = build_model(family, tigon="instance")
+    monkeypatch.setattr(tmoe, "KERNEL_DEVICES", ())
+    calls = []
+    glu_packed = _ops.glu_packed
+
+    def counted(kind: str, gate_up: torch.Tensor) -> torch.Tensor:
+        calls.append(kind)
+        return glu_packed(kind, gate_up)
+
+    monkeypatch.setattr(_ops, "glu_packed", counted)
+    _assert_matches(ref, model, fused=True)
+    assert bool(calls) == (family == "mixtral") and set(calls) <= {"swiglu"}

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from tigon.ops.moe_experts import MOE_ACTIVATIONS, moe_experts
+from tigon.transformers import _ops
 from tigon.transformers._common import (
     class_key,
     drift,
@@ -70,8 +71,9 @@ def _activation(module: nn.Module, spec: MoeSpec, family: str) -> str:
 
 
 #: Devices with tigon's experts kernels. CUDA comes in issue 38's next slice; until then the
-#: patched class runs HF's own forward there (every experts implementation), so patching a GPU
-#: model changes nothing for its experts instead of failing.
+#: patched class runs its fallback there (``_tigon_fallback``): HF's experts forward, with the GLU
+#: kernel as its ``_apply_gate`` where the family's swiglu/geglu flag covers this class (Mixtral),
+#: so a GPU model keeps what ``moe=False`` gives it instead of failing.
 KERNEL_DEVICES = ("cpu",)
 
 
@@ -79,7 +81,7 @@ def _forward(
     self: Any, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
 ) -> torch.Tensor:
     if hidden_states.device.type not in KERNEL_DEVICES:
-        return type(self).__bases__[0].forward(self, hidden_states, top_k_index, top_k_weights)
+        return self._tigon_fallback(hidden_states, top_k_index, top_k_weights)
     act = getattr(self.config, self.tigon_spec.act_attr)
     return moe_experts(
         hidden_states, top_k_index, top_k_weights, self.gate_up_proj, self.down_proj, act
@@ -106,7 +108,15 @@ def _build_class(family: FamilySpec, hf_cls: type) -> type:
         "tigon_replaces": f"{family.module}.{spec.cls}",
         "tigon_spec": spec,
         "forward": _forward,
+        "_tigon_fallback": hf_cls.forward,
     }
+    glu = family.mlp
+    if glu is not None and glu.cls == spec.cls:  # Mixtral: the GLU-only patch off the CPU
+        from tigon.transformers import mlp as _mlp
+
+        kind = glu.kind
+        attrs["_apply_gate"] = lambda self, gate_up_out: _ops.glu_packed(kind, gate_up_out)
+        attrs["_tigon_fallback"] = _mlp.make_experts_forward(hf_cls)
     return make_subclass((hf_cls, TigonMoE), _class_name(spec.cls), __name__, attrs)
 
 
