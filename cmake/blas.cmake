@@ -1,5 +1,6 @@
-# A BLAS for the CPU backend's matrix products (fused linear cross-entropy): cblas_sgemm, 32-bit
-# integers (LP64), from any vendor FindBLAS knows whose library has the CBLAS interface. (CBLAS,
+# A BLAS for the CPU backend's matrix products (fused linear cross-entropy, MoE experts):
+# cblas_sgemm, 32-bit integers (LP64), from any vendor FindBLAS knows whose library has the CBLAS
+# interface. (CBLAS,
 # not the Fortran sgemm_: libtorch_cpu exports the sgemm_ of the MKL inside it, which would bind
 # the torch module to whichever of the two its link order lists first.) OpenBLAS is tried
 # first (Debian: libopenblas-openmp-dev, the OpenMP build, which shares the caller's OpenMP

@@ -13,6 +13,8 @@
 #include "tigon/ops/glu.h"
 #include "tigon/ops/group_norm.h"
 #include "tigon/ops/layer_norm.h"
+#include "tigon/ops/moe_experts.h"
+#include "tigon/ops/moe_router.h"
 #include "tigon/ops/poly_norm.h"
 #include "tigon/ops/rms_norm.h"
 #include "tigon/ops/rope.h"

@@ -9,6 +9,8 @@
 #include "ops/group_norm_args.h"
 #include "ops/glu_args.h"
 #include "ops/layer_norm_args.h"
+#include "ops/moe_experts_args.h"
+#include "ops/moe_router_args.h"
 #include "ops/poly_norm_args.h"
 #include "ops/rms_norm_args.h"
 #include "ops/rope_args.h"
@@ -56,6 +58,14 @@ void layer_norm_bwd(const detail::LayerNormBwdArgs&, int, void*) { unavailable()
 void glu_fwd(const detail::GluFwdArgs&, int, void*) { unavailable(); }
 void glu_bwd(const detail::GluBwdArgs&, int, void*) { unavailable(); }
 void rope(const detail::RopeArgs&, int, void*) { unavailable(); }
+std::size_t moe_experts_fwd_workspace_size(const detail::MoeExpertsShape&, bool, int) {
+  unavailable();
+}
+std::size_t moe_experts_bwd_workspace_size(const detail::MoeExpertsShape&, int) { unavailable(); }
+void moe_experts_fwd(const detail::MoeExpertsFwdArgs&, int, void*) { unavailable(); }
+void moe_experts_bwd(const detail::MoeExpertsBwdArgs&, int, void*) { unavailable(); }
+void moe_router_fwd(const detail::MoeRouterArgs&, int, void*) { unavailable(); }
+void moe_router_bwd(const detail::MoeRouterArgs&, int, void*) { unavailable(); }
 
 std::size_t cross_entropy_workspace_size(const detail::CrossEntropyArgs&, bool, int) {
   unavailable();

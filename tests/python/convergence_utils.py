@@ -38,7 +38,15 @@ _COMMON: dict[str, Any] = {
 
 #: Per family: what its defaults need changed for a tiny model (same in both runs).
 _EXTRA: dict[str, dict[str, Any]] = {
-    "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2},
+    # MoE: the router's aux loss on (output_router_logits), so the runs compare it too.
+    "mixtral": {"num_local_experts": 4, "num_experts_per_tok": 2, "output_router_logits": True},
+    "qwen3_moe": {
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 64,
+        "norm_topk_prob": True,
+        "output_router_logits": True,
+    },
     "gemma2": {"attn_implementation": "eager"},  # attention soft-capping, as HF recommends
     "gemma3_text": {"sliding_window": 16},  # exercise the local/global layer pattern at seq 32
     # Dropout defaults of 0.1 would make two training runs differ by their random masks alone

@@ -272,7 +272,7 @@ def test_convergence_torch_compile(
     print(f"{family} compiled ({backend}) {device} {dtype}: {_fmt(worst)}")
 
 
-LORA_FAMILIES = ["llama", "qwen3", "gemma2", "olmo2"]
+LORA_FAMILIES = ["llama", "qwen3", "gemma2", "olmo2", "qwen3_moe"]  # qwen3_moe: frozen experts
 
 
 @pytest.mark.parametrize(("device", "dtype"), DEVICE_DTYPES)

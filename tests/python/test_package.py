@@ -55,6 +55,9 @@ def test_public_api() -> None:
     assert issubclass(tigon.nn.PolyNorm, torch.nn.Module)
     assert callable(tigon.ops.gated_rms_norm)
     assert issubclass(tigon.nn.RMSNormGated, torch.nn.Module)
+    assert callable(tigon.ops.moe_experts)
+    assert callable(tigon.ops.moe_router)
+    assert issubclass(tigon.nn.MoEExperts, torch.nn.Module)
     for name in (
         "rms_norm_fwd",
         "rms_norm_bwd",
@@ -78,6 +81,10 @@ def test_public_api() -> None:
         "gated_rms_norm_fwd",
         "gated_rms_norm_bwd",
         "gated_rms_norm_bwd_inplace",
+        "moe_experts_fwd",
+        "moe_experts_bwd",
+        "moe_router_fwd",
+        "moe_router_bwd",
     ):
         assert hasattr(torch.ops.tigon, name)
 

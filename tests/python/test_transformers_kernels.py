@@ -27,6 +27,15 @@ MLP_NAMES = {
     "lfm2": "model.layers.0.feed_forward",
     "falcon_h1": "model.layers.0.feed_forward",
 }
+#: The first layer's MoE experts module (the ``moe`` flag).
+MOE_NAMES = {"mixtral": "model.layers.0.mlp.experts", "qwen3_moe": "model.layers.0.mlp.experts"}
+
+
+def _glu_patched(family: str) -> bool:
+    """Whether the defaults leave a TigonGLU in the model: the family has a gated MLP that the
+    ``moe`` flag's fused experts op does not supersede (Mixtral's experts: moe wins)."""
+    spec = tt.FAMILIES[family]
+    return spec.mlp is not None and (spec.moe is None or spec.moe.cls != spec.mlp.cls)
 
 
 @pytest.fixture(autouse=True)
@@ -79,11 +88,13 @@ def test_flags_per_family() -> None:
         rope = {"rope": True} if tt.FAMILIES[family].rope is not None else {}
         mlp = {GLU[family]: True} if tt.FAMILIES[family].mlp is not None else {}
         add_norm = {"fused_add_norm": True} if tt.FAMILIES[family].add_norm is not None else {}
+        moe = {"moe": True} if tt.FAMILIES[family].moe is not None else {}
         assert flags == {
             "rms_norm": True,
             **add_norm,
             **rope,
             **mlp,
+            **moe,
             "cross_entropy": False,
             "fused_linear_cross_entropy": True,
         }
@@ -116,6 +127,9 @@ def test_class_replacement_all_kernels(family: str, loss: str) -> None:
         assert patched[mlp]
     else:
         assert mlp not in patched
+    moe = tt.FAMILIES[family].moe
+    if moe is not None:
+        assert patched[MOE_NAMES[family]] == f"tigon.ops.moe_experts({moe.cls})"
     if tt.FAMILIES[family].rope is not None:
         assert "tigon.ops.rope" in patched["model.layers.1.self_attn"]
     else:
@@ -133,7 +147,7 @@ def test_instance_patching_all_kernels(family: str) -> None:
     assert dict(model.named_parameters()) == params  # same Parameter objects
     assert tt.patched_modules(model) == done
     mlps = [n for n, m in model.named_modules() if isinstance(m, tm.TigonGLU)]
-    assert bool(mlps) == (tt.FAMILIES[family].mlp is not None)
+    assert bool(mlps) == _glu_patched(family)
     assert all(done[n].startswith(f"tigon.ops.{GLU[family]}") for n in mlps)
     assert done[""] == tl.FLCE
     assert type(model).__name__ == tt.FAMILIES[family].causal_lm  # save_pretrained architectures
@@ -347,3 +361,68 @@ def test_patched_model_pickles() -> None:
     model.eval()
     loaded.eval()
     torch.testing.assert_close(loaded(input_ids=ids).logits, model(input_ids=ids).logits)
+
+
+# ------------------------------------------------------------------------------------------------
+# MoE experts (the moe flag)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_moe_flag_supersedes_swiglu_for_mixtral_experts() -> None:
+    """moe=False keeps the GLU-only patch of MixtralExperts; the default (moe=True) then swaps
+    the same instance to the fused experts op; the class patch is revertible either way."""
+    from tigon.transformers import moe as tmoe
+
+    _, ref = _reference("mixtral")
+    model = build_model("mixtral", tigon="instance", kernels={"moe": False})
+    name = MOE_NAMES["mixtral"]
+    assert isinstance(model.get_submodule(name), tm.TigonGLU)
+    done = tt.apply_tigon_kernel_to_mixtral(model=model)
+    experts = model.get_submodule(name)
+    assert isinstance(experts, tmoe.TigonMoE) and not isinstance(experts, tm.TigonGLU)
+    assert done[name] == "tigon.ops.moe_experts(MixtralExperts)"
+    _assert_matches(ref, model, fused=True)
+
+    module = importlib.import_module("transformers.models.mixtral.modeling_mixtral")
+    original = module.MixtralExperts
+    tt.apply_tigon_kernel_to_mixtral(moe=False)
+    assert issubclass(module.MixtralExperts, tm.TigonGLU)
+    tt.apply_tigon_kernel_to_mixtral()
+    assert issubclass(module.MixtralExperts, tmoe.TigonMoE)
+    assert module.MixtralExperts.__bases__[0] is original
+    tt.revert_patches("mixtral")
+    assert module.MixtralExperts is original
+
+
+@pytest.mark.parametrize("family", ["mixtral", "qwen3_moe"])
+def test_moe_training_loss_includes_the_router_aux_loss(family: str) -> None:
+    """output_router_logits=True (the tiny configs): HF's aux loss is added to the loss the
+    patched model returns, with the experts on tigon."""
+    _, ref = _reference(family)
+    model = build_model(family, tigon="instance")
+    out = model(input_ids=token_ids(), labels=token_ids())
+    assert out.aux_loss is not None and out.aux_loss > 0
+    torch.testing.assert_close(out.loss, ref["loss"], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["mixtral", "qwen3_moe"])
+def test_moe_fallback_off_the_kernel_devices(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where tigon has no experts kernel yet (CUDA until issue 38's next slice), the patched
+    experts run HF's forward, with the GLU kernel as its gate where the swiglu flag covers the
+    class (Mixtral): what moe=False gives. Simulated on the CPU by emptying KERNEL_DEVICES."""
+    from tigon.transformers import _ops
+    from tigon.transformers import moe as tmoe
+
+    _, ref = _reference(family)
+    model = build_model(family, tigon="instance")
+    monkeypatch.setattr(tmoe, "KERNEL_DEVICES", ())
+    calls = []
+    glu_packed = _ops.glu_packed
+
+    def counted(kind: str, gate_up: torch.Tensor) -> torch.Tensor:
+        calls.append(kind)
+        return glu_packed(kind, gate_up)
+
+    monkeypatch.setattr(_ops, "glu_packed", counted)
+    _assert_matches(ref, model, fused=True)
+    assert bool(calls) == (family == "mixtral") and set(calls) <= {"swiglu"}

@@ -37,6 +37,7 @@ EXPECTED = {
     "mixtral": "tigon.nn.RMSNorm(llama)",
     "qwen2": "tigon.nn.RMSNorm(llama)",
     "qwen3": "tigon.nn.RMSNorm(llama)",
+    "qwen3_moe": "tigon.nn.RMSNorm(llama)",
     "gemma": "tigon.nn.RMSNorm(gemma, offset=1)",
     "gemma2": "tigon.nn.RMSNorm(gemma, offset=1)",
     "gemma3_text": "tigon.nn.RMSNorm(gemma, offset=1)",
@@ -147,18 +148,20 @@ def test_every_family_has_an_apply_function() -> None:
         rope = ["rope"] if tt.FAMILIES[family].rope is not None else []
         mlp = [glu] if tt.FAMILIES[family].mlp is not None else []
         add_norm = ["fused_add_norm"] if tt.FAMILIES[family].add_norm is not None else []
+        moe = ["moe"] if tt.FAMILIES[family].moe is not None else []
         assert list(params) == [
             "rms_norm",
             *add_norm,
             *rope,
             *mlp,
+            *moe,
             "cross_entropy",
             "fused_linear_cross_entropy",
             "model",
         ]
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
         assert params["rms_norm"].default is True and params["model"].default is None
-        assert all(params[k].default is True for k in [*add_norm, *rope, *mlp])
+        assert all(params[k].default is True for k in [*add_norm, *rope, *mlp, *moe])
         assert params["fused_linear_cross_entropy"].default is True
         assert params["cross_entropy"].default is False
         assert fn.__doc__ and family in fn.__doc__

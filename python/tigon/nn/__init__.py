@@ -21,6 +21,7 @@ from tigon.nn.glu import (
 )
 from tigon.nn.group_norm import GroupNorm
 from tigon.nn.layer_norm import LayerNorm
+from tigon.nn.moe_experts import MoEExperts
 from tigon.nn.poly_norm import PolyNorm
 from tigon.nn.rms_norm import RMSNorm
 
@@ -35,6 +36,7 @@ __all__ = [
     "JSD",
     "KLDivLoss",
     "LayerNorm",
+    "MoEExperts",
     "Phi3SwiGLUMLP",
     "PolyNorm",
     "RMSNorm",

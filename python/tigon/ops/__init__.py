@@ -9,6 +9,7 @@ from tigon.ops.gated_rms_norm import gated_rms_norm
 from tigon.ops.glu import geglu, geglu_packed, glu, glu_packed, swiglu, swiglu_packed
 from tigon.ops.group_norm import group_norm
 from tigon.ops.layer_norm import layer_norm
+from tigon.ops.moe_experts import MOE_ACTIVATIONS, moe_experts, moe_router
 from tigon.ops.poly_norm import poly_norm
 from tigon.ops.rms_norm import CASTING_MODES, rms_norm
 from tigon.ops.rope import apply_rotary_pos_emb, rope
@@ -16,6 +17,7 @@ from tigon.ops.rope import apply_rotary_pos_emb, rope
 __all__ = [
     "CASTING_MODES",
     "DIVERGENCE_REDUCTIONS",
+    "MOE_ACTIVATIONS",
     "REDUCTIONS",
     "CrossEntropyOutput",
     "apply_rotary_pos_emb",
@@ -32,6 +34,8 @@ __all__ = [
     "jsd",
     "kl_div",
     "layer_norm",
+    "moe_experts",
+    "moe_router",
     "poly_norm",
     "rms_norm",
     "rope",

@@ -40,6 +40,7 @@ apply_tigon_kernel_to_mistral: ApplyFn = make_apply_fn("mistral")
 apply_tigon_kernel_to_mixtral: ApplyFn = make_apply_fn("mixtral")
 apply_tigon_kernel_to_qwen2: ApplyFn = make_apply_fn("qwen2")
 apply_tigon_kernel_to_qwen3: ApplyFn = make_apply_fn("qwen3")
+apply_tigon_kernel_to_qwen3_moe: ApplyFn = make_apply_fn("qwen3_moe")
 apply_tigon_kernel_to_gemma: ApplyFn = make_apply_fn("gemma")
 apply_tigon_kernel_to_gemma2: ApplyFn = make_apply_fn("gemma2")
 apply_tigon_kernel_to_gemma3_text: ApplyFn = make_apply_fn("gemma3_text")
@@ -97,6 +98,7 @@ __all__ = [
     "apply_tigon_kernel_to_phi3",
     "apply_tigon_kernel_to_qwen2",
     "apply_tigon_kernel_to_qwen3",
+    "apply_tigon_kernel_to_qwen3_moe",
     "apply_tigon_kernel_to_seed_oss",
     "apply_tigon_kernel_to_smollm3",
     "describe_module",

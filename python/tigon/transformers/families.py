@@ -33,6 +33,7 @@ __all__ = [
     "FamilySpec",
     "LossSpec",
     "MlpSpec",
+    "MoeSpec",
     "NormSpec",
     "RopeSpec",
 ]
@@ -76,6 +77,17 @@ class MlpSpec:
     #: Attributes of the MLP module holding Falcon-H1's ``(gate_multiplier, down_multiplier)``
     #: (``up(x) * act(gate(x) * gm)``, then ``down(...) * dm``), or None.
     multipliers: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    """The family's stacked MoE experts module (transformers 5: ``gate_up_proj [E, 2I, H]``,
+    ``down_proj [E, H, I]``, ``forward(hidden_states, top_k_index, top_k_weights)``), replaced by
+    ``tigon.ops.moe_experts`` (the ``moe`` flag). The router stays HF's module."""
+
+    cls: str
+    #: Config attribute naming the experts' gate activation.
+    act_attr: str = "hidden_act"
 
 
 @dataclass(frozen=True)
@@ -161,6 +173,8 @@ class FamilySpec:
     #: The decoder layer whose residual add + norm is fused (None: no such add, see
     #: docs/transformers.md "Fused residual add + RMSNorm").
     add_norm: AddNormSpec | None = None
+    #: The stacked MoE experts module, or None.
+    moe: MoeSpec | None = None
 
 
 def _llama(why: str = "pre-norm; forward rounds x*rstd before the weight multiply") -> NormSpec:
@@ -200,6 +214,7 @@ def _family(
     loss: LossSpec = LossSpec(),
     probe_config: dict[str, object] | None = None,
     add_norm: AddNormSpec | None = None,
+    moe: MoeSpec | None = None,
 ) -> FamilySpec:
     return FamilySpec(
         name,
@@ -212,6 +227,7 @@ def _family(
         loss,
         MappingProxyType(probe_config or {}),
         add_norm,
+        moe,
     )
 
 
@@ -256,7 +272,19 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
                     loss=LossSpec(router_aux_loss=True),
                     probe_config={"num_local_experts": 4, "num_experts_per_tok": 2,
                                   "output_router_logits": True},
-                    add_norm=_pre("MixtralDecoderLayer")),
+                    add_norm=_pre("MixtralDecoderLayer"),
+                    moe=MoeSpec("MixtralExperts")),
+            # Qwen3-MoE: every layer sparse (decoder_sparse_step 1, no mlp_only_layers) in the
+            # configs people train; its dense Qwen3MoeMLP keeps HF's MLP (no swiglu flag).
+            _family("qwen3_moe", f"{_M}.qwen3_moe.modeling_qwen3_moe", "Qwen3MoeForCausalLM",
+                    {"Qwen3MoeRMSNorm": _llama(
+                        "llama casting; also q_norm/k_norm over head_dim")},
+                    mlp=None, rope=_rope("Qwen3MoeAttention"),
+                    loss=LossSpec(router_aux_loss=True),
+                    probe_config={"num_experts": 4, "num_experts_per_tok": 2,
+                                  "moe_intermediate_size": 24, "output_router_logits": True,
+                                  "norm_topk_prob": True},
+                    moe=MoeSpec("Qwen3MoeExperts")),
             _family("qwen2", f"{_M}.qwen2.modeling_qwen2", "Qwen2ForCausalLM",
                     {"Qwen2RMSNorm": _llama()},
                     mlp=_swiglu("Qwen2MLP"), rope=_rope("Qwen2Attention"),

@@ -103,7 +103,9 @@ def _apply_gate(self: Any, gate_up_out: torch.Tensor) -> torch.Tensor:
     return _ops.glu_packed(self.tigon_spec.kind, gate_up_out)
 
 
-def _make_experts_forward(hf_cls: type) -> Any:
+def make_experts_forward(hf_cls: type) -> Any:
+    """HF's experts forward with ``self._apply_gate`` in every implementation (also the eager
+    loop, re-written here with it); the moe patch's fallback off the CPU uses it too."""
     hf_forward = hf_cls.forward
 
     def forward(
@@ -159,8 +161,13 @@ def _build_class(family: FamilySpec, hf_cls: type) -> type:
         attrs["forward"] = _fused_forward
     else:
         attrs["_apply_gate"] = _apply_gate
-        attrs["forward"] = _make_experts_forward(hf_cls)
+        attrs["forward"] = make_experts_forward(hf_cls)
     return make_subclass((hf_cls, TigonGLU), _class_name(spec.cls), __name__, attrs)
+
+
+def original_class(family: FamilySpec, name: str) -> type | None:
+    """The HF class this module replaced under ``name`` in the family's module, if it did."""
+    return _ORIGINALS.get((family.module, name))
 
 
 def _original(family: FamilySpec) -> type:
@@ -169,6 +176,10 @@ def _original(family: FamilySpec) -> type:
     current = module_class(family, import_family_module(family), spec.cls)
     if issubclass(current, TigonGLU):
         return _ORIGINALS[(family.module, spec.cls)]
+    from tigon.transformers import moe as _moe  # moe=True may have replaced the same class
+
+    if issubclass(current, _moe.TigonMoE):
+        return _moe.original_class(family, spec.cls) or current.__bases__[0]
     return current
 
 

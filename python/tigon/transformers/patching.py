@@ -33,6 +33,7 @@ from torch import nn
 from tigon.transformers import add_norm as _add_norm
 from tigon.transformers import loss as _loss
 from tigon.transformers import mlp as _mlp
+from tigon.transformers import moe as _moe
 from tigon.transformers import norm as _norm
 from tigon.transformers import rope as _rope
 from tigon.transformers._common import (
@@ -75,6 +76,8 @@ def describe_module(module: nn.Module) -> str | None:
         return _mlp.describe(module.tigon_spec)
     if isinstance(module, _add_norm.TigonAddNormLayer):
         return _add_norm.describe(module.tigon_spec)
+    if isinstance(module, _moe.TigonMoE):
+        return _moe.describe(module.tigon_spec)
     loss = _loss.describe(module)
     if loss is not None:
         return loss
@@ -140,6 +143,9 @@ KERNELS: Mapping[str, Kernel] = types.MappingProxyType(
         "geglu": Kernel(
             "geglu", True, _has_glu("geglu"), _mlp.replace_classes, _mlp.patch_instances
         ),
+        "moe": Kernel(
+            "moe", True, lambda f: f.moe is not None, _moe.replace_classes, _moe.patch_instances
+        ),
         "cross_entropy": Kernel(
             "cross_entropy", False, lambda f: True, _loss.replace_loss, _loss.patch_loss
         ),
@@ -197,6 +203,9 @@ def _resolve_flags(spec: FamilySpec, fn_name: str, flags: Mapping[str, Any]) -> 
         if not isinstance(value, bool):
             raise TypeError(f"{fn_name}(): {key} must be a bool, got {type(value).__name__}")
     resolved = {**accepted, **flags}
+    if resolved.get("moe") and spec.mlp is not None and spec.moe is not None:
+        if spec.mlp.cls == spec.moe.cls:  # the fused experts op includes the GLU (Mixtral)
+            resolved[spec.mlp.kind] = False
     if flags.get("cross_entropy") and "fused_linear_cross_entropy" not in flags:
         resolved["fused_linear_cross_entropy"] = False  # asking for the unfused loss implies it
     if flags.get("rms_norm") is False and "fused_add_norm" in accepted:
@@ -297,6 +306,17 @@ def _kernels_doc(spec: FamilySpec) -> str:
             f"        rope: ``{spec.module}.{spec.rope.fn}`` -> tigon.ops.rope (process-wide, also "
             f"with model=...)."
         )
+    if spec.moe is not None:
+        lines.append(
+            f"        moe: ``{spec.moe.cls}`` -> tigon.ops.moe_experts (routing by expert, both "
+            f"GEMMs and the GLU in one op; the router and its aux loss stay HF's"
+            + (
+                f"; supersedes {spec.mlp.kind} for this class"
+                if spec.mlp is not None and spec.mlp.cls == spec.moe.cls
+                else ""
+            )
+            + ")."
+        )
     if spec.mlp is not None:
         lines.append(
             f"        {spec.mlp.kind}: ``{spec.mlp.cls}`` -> tigon.ops.{spec.mlp.kind} "
@@ -389,6 +409,12 @@ def revert_patches(family: str | None = None) -> list[str]:
     )
     restored: list[str] = []
     for spec in names.values():
-        restored += _rope.revert(spec) + _mlp.revert(spec) + _loss.revert(spec) + _norm.revert(spec)
-        restored += _add_norm.revert(spec)
+        restored += (
+            _rope.revert(spec)
+            + _moe.revert(spec)
+            + _mlp.revert(spec)
+            + _loss.revert(spec)
+            + _norm.revert(spec)
+            + _add_norm.revert(spec)
+        )
     return restored
