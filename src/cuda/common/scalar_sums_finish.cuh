@@ -35,7 +35,8 @@ __device__ __forceinline__ void store_as(void* p, DType dtype, float v) {
 
 // partials: [count][sums] floats. Sum c = round(float(sum over i of partials[i][c])): thread t
 // adds entries t, t + 256, ... in order, then thread c adds the 256 thread totals in order.
-__global__ void __launch_bounds__(kScalarSumsThreads)
+// static: this header is in several translation units (one definition each, internal linkage).
+static __global__ void __launch_bounds__(kScalarSumsThreads)
     scalar_sums_finish_kernel(const float* partials, std::int64_t count, int sums,
                               ScalarSumsOut out) {
   __shared__ double totals[kScalarSumsMax][kScalarSumsThreads];

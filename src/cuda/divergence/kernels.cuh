@@ -20,7 +20,8 @@ inline constexpr int kScaleFloat = 2;  // header: the denominator (a double) at 
 
 // header = {denominator, scale} for the rows counted: the denominator is d0 + (d1 - d0) * count
 // (divergence_denominator is affine in the count; the host passes its values at 0 and 1).
-__global__ void __launch_bounds__(kReduceThreads)
+// static: this header is in several translation units (one definition each, internal linkage).
+static __global__ void __launch_bounds__(kReduceThreads)
     divergence_prepare_kernel(const std::int64_t* labels, std::int64_t rows,
                               std::int64_t ignore_index, double d0, double d1, float* header) {
   __shared__ long long counts[kReduceThreads];
@@ -46,7 +47,8 @@ __global__ void __launch_bounds__(kReduceThreads)
 
 // loss[0] = the float64 sum of the rows' float32 sums (each its segment sums in order) over the
 // denominator. Thread i takes rows i, i + kReduceThreads, ...; then a fixed tree.
-__global__ void __launch_bounds__(kReduceThreads)
+// static: this header is in several translation units (one definition each, internal linkage).
+static __global__ void __launch_bounds__(kReduceThreads)
     divergence_finish_kernel(const float* header, const float* segment_sums, std::int64_t rows,
                              std::int64_t segments, float* loss) {
   __shared__ double totals[kReduceThreads];
