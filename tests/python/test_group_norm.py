@@ -205,6 +205,7 @@ def test_module_is_a_drop_in(device: str) -> None:
     torch.testing.assert_close(ours(x), ref(x), rtol=2e-6, atol=2e-6)
     assert repr(ours).endswith("(4, 16, eps=1e-06, affine=True)")
     assert tigon.nn.GroupNorm(2, 4, affine=False).weight is None
+    assert torch.equal(tigon.nn.functional.group_norm(x, 4, ref.weight, ref.bias, 1e-6), ours(x))
 
 
 @pytest.mark.slow

@@ -11,9 +11,10 @@ from torch.nn import _reduction
 
 from tigon.ops.cross_entropy import cross_entropy as _cross_entropy
 from tigon.ops.divergence import kl_div as _kl_div
+from tigon.ops.group_norm import group_norm as _group_norm
 from tigon.ops.layer_norm import layer_norm as _layer_norm
 
-__all__ = ["cross_entropy", "kl_div", "layer_norm"]
+__all__ = ["cross_entropy", "group_norm", "kl_div", "layer_norm"]
 
 
 def cross_entropy(
@@ -54,6 +55,18 @@ def cross_entropy(
         label_smoothing=label_smoothing,
     )
     return loss.to(input.dtype)
+
+
+def group_norm(
+    input: torch.Tensor,  # noqa: A002  (torch's name)
+    num_groups: int,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """``torch.nn.functional.group_norm``, computed by :func:`tigon.ops.group_norm`: float32
+    statistics, one rounding to ``input``'s dtype, as torch (docs/ops/group_norm.md)."""
+    return _group_norm(input, num_groups, weight, bias, eps)
 
 
 def layer_norm(
