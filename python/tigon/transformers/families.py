@@ -284,6 +284,7 @@ FAMILIES: Mapping[str, FamilySpec] = MappingProxyType(
                     probe_config={"num_experts": 4, "num_experts_per_tok": 2,
                                   "moe_intermediate_size": 24, "output_router_logits": True,
                                   "norm_topk_prob": True},
+                    add_norm=_pre("Qwen3MoeDecoderLayer"),
                     moe=MoeSpec("Qwen3MoeExperts")),
             _family("qwen2", f"{_M}.qwen2.modeling_qwen2", "Qwen2ForCausalLM",
                     {"Qwen2RMSNorm": _llama()},
