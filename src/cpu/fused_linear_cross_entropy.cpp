@@ -15,26 +15,10 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "cpu/gemm.h"
 #include "cpu/lane_sum.h"
 #include "cpu/parallel.h"
 #include "ops/fused_linear_cross_entropy_args.h"
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
-
-#if defined(TIGON_WITH_BLAS)
-extern "C" {
-// CBLAS (declared here: cblas.h lives in a vendor-specific directory). Enums as ints.
-void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
-// OpenBLAS only (weak: null with another BLAS). openblas_get_parallel: 0 sequential, 1 its own
-// pthreads, 2 OpenMP.
-int openblas_get_parallel(void) __attribute__((weak));
-int openblas_get_num_threads(void) __attribute__((weak));
-void openblas_set_num_threads(int) __attribute__((weak));
-}
-#endif
 
 namespace tigon::cpu {
 namespace {
@@ -235,34 +219,6 @@ void run(const FlceArgs& a) {
 }
 
 #if defined(TIGON_WITH_BLAS)
-// Row-major C[m, n] = op(A) op(B) + beta C in float32 (op(X) = X^T when transposed). Sizes fit
-// an int (Plan::blas).
-void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-          std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-          std::int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;  // CBLAS_ORDER, CBLAS_TRANSPOSE
-  cblas_sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b,
-              static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-}
-
-// An OpenBLAS with its own pthreads is held to the threads the caller's OpenMP would use (torch's
-// set_num_threads / OMP_NUM_THREADS), one without OpenMP to one thread. The OpenMP build
-// (libopenblas0-openmp) already runs on the caller's OpenMP threads; other BLAS follow their own
-// settings (MKL: OpenMP too).
-void match_blas_threads() {
-  if (openblas_get_parallel == nullptr || openblas_set_num_threads == nullptr ||
-      openblas_get_num_threads == nullptr || openblas_get_parallel() != 1)
-    return;
-#if defined(_OPENMP)
-  const int want = omp_get_max_threads();
-#else
-  const int want = 1;
-#endif
-  if (openblas_get_num_threads() != want) openblas_set_num_threads(want);
-}
-
 // The vocabulary blocks [start, end) of a 16-bit product: of at most `block` rows and never across
 // row R of the dweight split (so that the two dW products of fused_linear_cross_entropy_args.h are
 // whole blocks); a function of V, H and the dtype only, so no bit depends on which gradients are
@@ -286,7 +242,6 @@ void run_blas(const FlceArgs& a, const Plan& pl) {
   const Workspace& ws = st.ws;
   const detail::DweightSplit& split = st.split;
   auto* logits = static_cast<T*>(ws.logits);
-  match_blas_threads();
   // Scratch (Plan::scratch_floats): xf [chunk, H] (copy_x); dxf [chunk, H], wf [block, H] and
   // lf [chunk, block] (narrow).
   float* xf = ws.scratch;
@@ -334,13 +289,13 @@ void run_blas(const FlceArgs& a, const Plan& pl) {
       for (const auto& [j0, j1] : blocks) {
         const std::int64_t nb = j1 - j0;
         weight_block(j0, j1);
-        gemm(false, true, rows, nb, h, xc, ldx, wf, h, 0.0f, lf, nb);
+        gemm_f32(false, true, rows, nb, h, xc, ldx, wf, h, 0.0f, lf, nb);
         parallel_for(rows, nb, [&](std::int64_t i) {
           for (std::int64_t j = 0; j < nb; ++j) store(i, j0 + j, lf[i * nb + j]);
         });
       }
     } else {
-      gemm(false, true, rows, v, h, xc, ldx, w, h, 0.0f, logits, v);
+      gemm_f32(false, true, rows, v, h, xc, ldx, w, h, 0.0f, logits, v);
       if (a.bias) {
         parallel_for(rows, v, [&](std::int64_t i) {
           for (std::int64_t j = 0; j < v; ++j) store(i, j, logits[i * v + j]);
@@ -354,10 +309,10 @@ void run_blas(const FlceArgs& a, const Plan& pl) {
     const float beta_dw = r0 == 0 ? 0.0f : 1.0f;  // dW accumulates across chunks
     if constexpr (!kNarrow) {
       if (a.grad_hidden) {  // dx_c = dL @ w
-        gemm(false, false, rows, h, v, dl, v, w, h, 0.0f,
-             static_cast<float*>(a.grad_hidden) + r0 * h, h);
+        gemm_f32(false, false, rows, h, v, dl, v, w, h, 0.0f,
+                 static_cast<float*>(a.grad_hidden) + r0 * h, h);
       }
-      if (a.grad_weight) gemm(true, false, v, h, rows, dl, v, xc, ldx, beta_dw, dw_f32(0), h);
+      if (a.grad_weight) gemm_f32(true, false, v, h, rows, dl, v, xc, ldx, beta_dw, dw_f32(0), h);
     } else {
       for (std::size_t b = 0; b < blocks.size(); ++b) {
         const auto [j0, j1] = blocks[b];
@@ -367,15 +322,15 @@ void run_blas(const FlceArgs& a, const Plan& pl) {
         });
         if (a.grad_hidden) {  // dx_c = sum over blocks of dL_b @ w_b, in float32
           weight_block(j0, j1);
-          gemm(false, false, rows, h, nb, lf, nb, wf, h, b == 0 ? 0.0f : 1.0f, dxf, h);
+          gemm_f32(false, false, rows, h, nb, lf, nb, wf, h, b == 0 ? 0.0f : 1.0f, dxf, h);
         }
         if (!a.grad_weight) continue;
         if (f32_dw) {  // dw_b += dL_b^T @ x_c in its float32 accumulator
-          gemm(true, false, nb, h, rows, lf, nb, xc, ldx, beta_dw, dw_f32(j0), h);
+          gemm_f32(true, false, nb, h, rows, lf, nb, xc, ldx, beta_dw, dw_f32(j0), h);
           continue;
         }
         // dW in T: this chunk's product in float32 (in wf), added to dW with one rounding.
-        gemm(true, false, nb, h, rows, lf, nb, xc, ldx, 0.0f, wf, h);
+        gemm_f32(true, false, nb, h, rows, lf, nb, xc, ldx, 0.0f, wf, h);
         wf_holds = -1;
         auto* dw = static_cast<T*>(a.grad_weight) + j0 * h;
         parallel_for(nb, h, [&](std::int64_t j) {

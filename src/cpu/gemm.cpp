@@ -24,8 +24,9 @@ namespace tigon::cpu {
 namespace {
 
 #if defined(TIGON_WITH_BLAS)
-// An OpenBLAS with its own pthreads is held to the caller's OpenMP thread count (as in
-// fused_linear_cross_entropy.cpp); the OpenMP build already runs on the caller's threads.
+// An OpenBLAS with its own pthreads is held to the threads the caller's OpenMP would use (torch's
+// set_num_threads / OMP_NUM_THREADS), one without OpenMP to one thread; the OpenMP build
+// (libopenblas0-openmp) already runs on the caller's threads; other BLAS follow their own settings.
 void match_blas_threads() {
   if (openblas_get_parallel == nullptr || openblas_set_num_threads == nullptr ||
       openblas_get_num_threads == nullptr || openblas_get_parallel() != 1)

@@ -1,6 +1,6 @@
-// Float32 matrix products for the CPU backend's expert GEMMs: through the BLAS that CMake found
-// (cblas_sgemm; cmake/blas.cmake), else plain parallel loops (lane_sum). Deterministic for a given
-// BLAS build, CPU and thread count.
+// Float32 matrix products for the CPU backend (fused linear cross-entropy, the MoE experts):
+// through the BLAS that CMake found (cblas_sgemm; cmake/blas.cmake), else plain parallel loops
+// (lane_sum). Deterministic for a given BLAS build, CPU and thread count.
 #pragma once
 
 #include <cstdint>
