@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -113,3 +114,19 @@ def lazy_classes(
         return cls
 
     return __getattr__
+
+
+def restore_class(
+    family: FamilySpec, name: str, originals: dict[tuple[str, str], type], ours: type
+) -> list[str]:
+    """Puts HF's class `name` back in the family's modeling module where a tigon subclass of
+    `ours` replaced it (class patching); returns the restored symbol, or nothing."""
+    module = sys.modules.get(family.module)
+    original = originals.get((family.module, name))
+    if module is None or original is None:
+        return []
+    current = getattr(module, name, None)
+    if isinstance(current, type) and issubclass(current, ours):
+        setattr(module, name, original)
+        return [f"{family.module}.{name}"]
+    return []

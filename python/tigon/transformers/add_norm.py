@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import sys
 from typing import Any
 
 import torch
@@ -35,6 +34,7 @@ from tigon.transformers._common import (
     lazy_classes,
     make_subclass,
     module_class,
+    restore_class,
     skip_parity,
     swap_class,
 )
@@ -376,14 +376,4 @@ def patch_instances(family: FamilySpec, model: nn.Module) -> dict[str, str]:
 
 def revert(family: FamilySpec) -> list[str]:
     spec = family.add_norm
-    if spec is None:
-        return []
-    module = sys.modules.get(family.module)
-    original = _ORIGINALS.get((family.module, spec.layer))
-    if module is None or original is None:
-        return []
-    current = getattr(module, spec.layer, None)
-    if isinstance(current, type) and issubclass(current, TigonAddNormLayer):
-        setattr(module, spec.layer, original)
-        return [f"{family.module}.{spec.layer}"]
-    return []
+    return [] if spec is None else restore_class(family, spec.layer, _ORIGINALS, TigonAddNormLayer)

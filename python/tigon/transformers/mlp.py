@@ -17,7 +17,6 @@ same IEEE product), and multiplies down_proj's output by the down multiplier, as
 from __future__ import annotations
 
 import copy
-import sys
 from typing import Any
 
 import torch
@@ -31,6 +30,7 @@ from tigon.transformers._common import (
     lazy_classes,
     make_subclass,
     module_class,
+    restore_class,
     skip_parity,
     swap_class,
 )
@@ -311,14 +311,4 @@ def patch_instances(family: FamilySpec, model: nn.Module) -> dict[str, str]:
 
 def revert(family: FamilySpec) -> list[str]:
     spec = family.mlp
-    if spec is None:
-        return []
-    module = sys.modules.get(family.module)
-    original = _ORIGINALS.get((family.module, spec.cls))
-    if module is None or original is None:
-        return []
-    current = getattr(module, spec.cls, None)
-    if isinstance(current, type) and issubclass(current, TigonGLU):
-        setattr(module, spec.cls, original)
-        return [f"{family.module}.{spec.cls}"]
-    return []
+    return [] if spec is None else restore_class(family, spec.cls, _ORIGINALS, TigonGLU)

@@ -12,7 +12,6 @@ HF's module, and with it the auxiliary load-balancing loss (from the router logi
 from __future__ import annotations
 
 import copy
-import sys
 from typing import Any
 
 import torch
@@ -27,6 +26,7 @@ from tigon.transformers._common import (
     lazy_classes,
     make_subclass,
     module_class,
+    restore_class,
     skip_parity,
     swap_class,
 )
@@ -259,14 +259,4 @@ def patch_instances(family: FamilySpec, model: nn.Module) -> dict[str, str]:
 
 def revert(family: FamilySpec) -> list[str]:
     spec = family.moe
-    if spec is None:
-        return []
-    module = sys.modules.get(family.module)
-    original = _ORIGINALS.get((family.module, spec.cls))
-    if module is None or original is None:
-        return []
-    current = getattr(module, spec.cls, None)
-    if isinstance(current, type) and issubclass(current, TigonMoE):
-        setattr(module, spec.cls, original)
-        return [f"{family.module}.{spec.cls}"]
-    return []
+    return [] if spec is None else restore_class(family, spec.cls, _ORIGINALS, TigonMoE)
